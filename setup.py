@@ -1,0 +1,37 @@
+"""harnessrl_jax: rubric-based RL for language models in JAX, with a training-time harness (HarnessRL)."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="harnessrl_jax",
+    version="0.1.0",
+    description="Pure-JAX rubric-based RL with a co-evolving training harness.",
+    packages=find_packages(include=["harnessrl_jax", "harnessrl_jax.*"]),
+    package_data={"harnessrl_jax": ["**/*.txt", "**/*.jsonl", "**/*.json"]},
+    python_requires=">=3.10",
+    install_requires=[
+        "jax>=0.6",
+        "flax>=0.10",
+        "optax>=0.2",
+        "orbax-checkpoint>=0.11",
+        "ml-collections>=1.0",
+        "absl-py>=2.0",
+        "numpy>=1.26",
+        "gguf>=0.16",
+        "tokenizers>=0.20",
+        "safetensors>=0.4",
+        "jinja2>=3.1",
+        "tqdm>=4.66",
+    ],
+    extras_require={
+        # Tests and the reference libraries they check against. torch is pinned to the CPU build.
+        "dev": [
+            "torch==2.13.0",
+            "transformers>=4.50",
+            "accelerate>=1.0",
+            "pytest>=8",
+            "hypothesis>=6.100",
+        ],
+        "gpu": ["sglang"],
+    },
+)
