@@ -1,0 +1,1 @@
+"""Rubrics: task schema, reward, rule checkers and judges."""
