@@ -1,0 +1,257 @@
+"""Llama-family decoder (Llama, SmolLM2, Qwen2, Qwen3 dense) as pure functions of a params pytree.
+
+No Flax module: the params are a plain nested dict of arrays, so loaders, the exporter and the sharding rules
+address weights by path, and `jax.jit`, `jax.grad` and `NamedSharding` apply to the tree directly. Layers are
+stacked on a leading axis and run with `lax.scan`, so compile time does not grow with depth.
+
+Layout (all matrices stored [in, out], the transpose of the HF/torch layout):
+  embed [V, D]; final_norm [D]; lm_head [D, V] unless tied to embed
+  layers/{attn_norm, mlp_norm} [L, D]; {wq [L, D, Hq*Dh], wk, wv [L, D, Hkv*Dh], wo [L, Hq*Dh, D]}
+  layers/{bq, bk, bv} when attention_bias; layers/{q_norm, k_norm} [L, Dh] when qk_norm (Qwen3)
+  layers/{w_gate, w_up [L, D, F], w_down [L, F, D]}
+RoPE is the rotate-half form HF uses; GGUF loaders undo llama.cpp's Q/K row permutation to match it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Params = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Hyper-parameters of one decoder; hashable, so it can be a static jit argument."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rope_theta: float = 10000.0
+    rms_norm_eps: float = 1e-5
+    max_position_embeddings: int = 2048
+    tie_embeddings: bool = False
+    qk_norm: bool = False
+    attention_bias: bool = False
+    model_type: str = "llama"  # the HF model_type written on export: llama | qwen2 | qwen3
+    param_dtype: str = "float32"
+    compute_dtype: str = "float32"  # "bfloat16" for mixed precision; logits are always float32
+    remat: bool = False  # rematerialise each layer in the backward pass
+
+    def __post_init__(self):
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})"
+            )
+
+    def replace(self, **kw) -> "ModelConfig":
+        return dataclasses.replace(self, **kw)
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def num_params(self) -> int:
+        return sum(int(np.prod(s)) for s in jax.tree.leaves(param_shapes(self)))
+
+
+def param_shapes(config: ModelConfig) -> Params:
+    """The params pytree as tuples of ints (the single source of the layout)."""
+    c, L = config, config.num_layers
+    layers = {
+        "attn_norm": (L, c.hidden_size),
+        "wq": (L, c.hidden_size, c.q_dim),
+        "wk": (L, c.hidden_size, c.kv_dim),
+        "wv": (L, c.hidden_size, c.kv_dim),
+        "wo": (L, c.q_dim, c.hidden_size),
+        "mlp_norm": (L, c.hidden_size),
+        "w_gate": (L, c.hidden_size, c.intermediate_size),
+        "w_up": (L, c.hidden_size, c.intermediate_size),
+        "w_down": (L, c.intermediate_size, c.hidden_size),
+    }
+    if c.attention_bias:
+        layers.update(bq=(L, c.q_dim), bk=(L, c.kv_dim), bv=(L, c.kv_dim))
+    if c.qk_norm:
+        layers.update(q_norm=(L, c.head_dim), k_norm=(L, c.head_dim))
+    shapes = {"embed": (c.vocab_size, c.hidden_size), "layers": layers, "final_norm": (c.hidden_size,)}
+    if not c.tie_embeddings:
+        shapes["lm_head"] = (c.hidden_size, c.vocab_size)
+    return shapes
+
+
+def init_params(config: ModelConfig, rng: jax.Array, std: float = 0.02) -> Params:
+    """Random params (normal(0, std) matrices, unit norms); for tests and from-scratch runs."""
+    flat, treedef = jax.tree_util.tree_flatten_with_path(
+        param_shapes(config), is_leaf=lambda x: isinstance(x, tuple))
+    keys = jax.random.split(rng, len(flat))
+    dtype = jnp.dtype(config.param_dtype)
+    out = [
+        jnp.ones(shape, dtype) if "norm" in jax.tree_util.keystr(path)
+        else (std * jax.random.normal(key, shape)).astype(dtype)
+        for key, (path, shape) in zip(keys, flat)
+    ]
+    return jax.tree.unflatten(treedef, out)
+
+
+class KVCache(NamedTuple):
+    """Per-layer keys and values [L, B, S, Hkv, Dh] plus which slots hold a real token [B, S]."""
+
+    k: jax.Array
+    v: jax.Array
+    valid: jax.Array
+
+    @classmethod
+    def empty(cls, config: ModelConfig, batch: int, length: int) -> "KVCache":
+        shape = (config.num_layers, batch, length, config.num_kv_heads, config.head_dim)
+        dtype = jnp.dtype(config.compute_dtype)
+        return cls(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype), jnp.zeros((batch, length), bool))
+
+
+def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
+    """RMSNorm computed in float32, cast back to the input dtype (as HF does)."""
+    x32 = x.astype(jnp.float32)
+    x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
+    return (x32 * weight.astype(jnp.float32)).astype(x.dtype)
+
+
+def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
+    """Rotate-half rotary embedding. x [B, T, H, Dh], positions [B, T]."""
+    half = x.shape[-1] // 2
+    inv_freq = 1.0 / (theta ** (jnp.arange(half, dtype=jnp.float32) * 2.0 / x.shape[-1]))
+    angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [B, T, half]
+    cos = jnp.cos(angles)[:, :, None, :]
+    sin = jnp.sin(angles)[:, :, None, :]
+    x32 = x.astype(jnp.float32)
+    x1, x2 = x32[..., :half], x32[..., half:]
+    out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return out.astype(x.dtype)
+
+
+def _attention(q, k, v, mask, config: ModelConfig):
+    """Grouped-query attention. q [B, T, Hq, Dh], k/v [B, S, Hkv, Dh], mask [B, T, S] -> [B, T, Hq*Dh]."""
+    b, t, _, dh = q.shape
+    groups = config.num_heads // config.num_kv_heads
+    q = q.reshape(b, t, config.num_kv_heads, groups, dh)
+    scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)
+    scores = scores * (dh**-0.5)
+    scores = jnp.where(mask[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
+    return out.reshape(b, t, config.q_dim)
+
+
+def _qkv(lp, h, positions, config: ModelConfig):
+    b, t, _ = h.shape
+    q, k, v = h @ lp["wq"], h @ lp["wk"], h @ lp["wv"]
+    if config.attention_bias:
+        q, k, v = q + lp["bq"], k + lp["bk"], v + lp["bv"]
+    q = q.reshape(b, t, config.num_heads, config.head_dim)
+    k = k.reshape(b, t, config.num_kv_heads, config.head_dim)
+    v = v.reshape(b, t, config.num_kv_heads, config.head_dim)
+    if config.qk_norm:
+        q = rms_norm(q, lp["q_norm"], config.rms_norm_eps)
+        k = rms_norm(k, lp["k_norm"], config.rms_norm_eps)
+    return rope(q, positions, config.rope_theta), rope(k, positions, config.rope_theta), v
+
+
+def _mlp(lp, x, config: ModelConfig):
+    h = rms_norm(x, lp["mlp_norm"], config.rms_norm_eps)
+    return (jax.nn.silu(h @ lp["w_gate"]) * (h @ lp["w_up"])) @ lp["w_down"]
+
+
+def _cast(params: Params, config: ModelConfig) -> Params:
+    dtype = jnp.dtype(config.compute_dtype)
+    return jax.tree.map(lambda p: p.astype(dtype) if p.dtype != dtype else p, params)
+
+
+def _logits(params: Params, x: jax.Array, config: ModelConfig) -> jax.Array:
+    x = rms_norm(x, params["final_norm"], config.rms_norm_eps)
+    if config.tie_embeddings:  # contract against embed [V, D] directly; an explicit .T may copy it
+        return jnp.einsum("btd,vd->btv", x, params["embed"], preferred_element_type=jnp.float32)
+    return jnp.matmul(x, params["lm_head"], preferred_element_type=jnp.float32)
+
+
+def hidden_states(
+    config: ModelConfig, params: Params, tokens: jax.Array, attention_mask: jax.Array | None = None,
+    positions: jax.Array | None = None,
+) -> jax.Array:
+    """Final-layer hidden states (before the last norm) for a batch without a cache. tokens [B, T]."""
+    params = _cast(params, config)
+    if attention_mask is None:
+        attention_mask = jnp.ones(tokens.shape, bool)
+    attention_mask = attention_mask.astype(bool)
+    if positions is None:
+        # Left padding shifts positions so every sequence starts at 0, as in generation.
+        positions = jnp.maximum(jnp.cumsum(attention_mask, axis=-1) - 1, 0)
+    t = tokens.shape[1]
+    causal = jnp.tril(jnp.ones((t, t), bool))
+    mask = causal[None] & attention_mask[:, None, :]
+
+    def layer(x, lp):
+        h = rms_norm(x, lp["attn_norm"], config.rms_norm_eps)
+        q, k, v = _qkv(lp, h, positions, config)
+        x = x + _attention(q, k, v, mask, config) @ lp["wo"]
+        return x + _mlp(lp, x, config), None
+
+    if config.remat:
+        layer = jax.checkpoint(layer, policy=jax.checkpoint_policies.nothing_saveable)
+    x = params["embed"][tokens]
+    x, _ = jax.lax.scan(layer, x, params["layers"])
+    return x
+
+
+def forward(
+    config: ModelConfig, params: Params, tokens: jax.Array, attention_mask: jax.Array | None = None,
+    positions: jax.Array | None = None,
+) -> jax.Array:
+    """Logits [B, T, V] in float32 for tokens [B, T] (no cache). attention_mask marks real tokens."""
+    x = hidden_states(config, params, tokens, attention_mask, positions)
+    return _logits(_cast(params, config), x, config)
+
+
+def forward_cached(
+    config: ModelConfig, params: Params, tokens: jax.Array, positions: jax.Array, token_valid: jax.Array,
+    cache: KVCache, index: jax.Array,
+) -> tuple[jax.Array, KVCache]:
+    """Run tokens [B, T] written at cache slots [index, index + T); returns (logits [B, T, V], new cache).
+
+    Each query attends to the valid cache slots at or before its own slot, so one function serves prefill
+    (T = prompt bucket) and decode (T = 1). token_valid [B, T] marks real (non-pad) input tokens.
+    """
+    params = _cast(params, config)
+    t = tokens.shape[1]
+    valid = jax.lax.dynamic_update_slice(cache.valid, token_valid.astype(bool), (0, index))
+    slots = jnp.arange(cache.valid.shape[1])
+    query_slots = index + jnp.arange(t)
+    mask = (slots[None, :] <= query_slots[:, None])[None] & valid[:, None, :]
+
+    def layer(carry, xs):
+        x, ck, cv = carry
+        lp, li = xs
+        h = rms_norm(x, lp["attn_norm"], config.rms_norm_eps)
+        q, k, v = _qkv(lp, h, positions, config)
+        # Updating the full cache in the carry (not emitting per-layer slices) keeps the update in place.
+        ck = jax.lax.dynamic_update_slice(ck, k[None].astype(ck.dtype), (li, 0, index, 0, 0))
+        cv = jax.lax.dynamic_update_slice(cv, v[None].astype(cv.dtype), (li, 0, index, 0, 0))
+        k_all = jax.lax.dynamic_index_in_dim(ck, li, keepdims=False)
+        v_all = jax.lax.dynamic_index_in_dim(cv, li, keepdims=False)
+        x = x + _attention(q, k_all, v_all, mask, config) @ lp["wo"]
+        return (x + _mlp(lp, x, config), ck, cv), None
+
+    x = params["embed"][tokens]
+    (x, ck, cv), _ = jax.lax.scan(
+        layer, (x, cache.k, cache.v), (params["layers"], jnp.arange(config.num_layers))
+    )
+    return _logits(params, x, config), KVCache(ck, cv, valid)

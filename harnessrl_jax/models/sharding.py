@@ -1,0 +1,87 @@
+"""Sharding rules: one PartitionSpec per parameter over the named mesh axes (data, fsdp, tensor).
+
+Weights are split along `fsdp` on the model dimension and along `tensor` on heads / the MLP hidden dimension
+(Megatron style: column-parallel in, row-parallel out). The stacked layer axis is never split. A dimension that
+a mesh axis does not divide is left replicated on that axis, so any mesh shape works for any model.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from harnessrl_jax.models.llama import ModelConfig, Params, param_shapes
+
+MESH_AXES = ("data", "fsdp", "tensor")
+
+_RULES = {
+    "embed": P("tensor", "fsdp"),
+    "lm_head": P("fsdp", "tensor"),
+    "final_norm": P(None),
+    "attn_norm": P(None, None),
+    "mlp_norm": P(None, None),
+    "q_norm": P(None, None),
+    "k_norm": P(None, None),
+    "wq": P(None, "fsdp", "tensor"),
+    "wk": P(None, "fsdp", "tensor"),
+    "wv": P(None, "fsdp", "tensor"),
+    "bq": P(None, "tensor"),
+    "bk": P(None, "tensor"),
+    "bv": P(None, "tensor"),
+    "wo": P(None, "tensor", "fsdp"),
+    "w_gate": P(None, "fsdp", "tensor"),
+    "w_up": P(None, "fsdp", "tensor"),
+    "w_down": P(None, "tensor", "fsdp"),
+}
+
+# Activations: batch over data and fsdp (FSDP is data parallel over weights gathered per layer).
+BATCH_SPEC = P(("data", "fsdp"))
+
+
+def make_mesh(data: int = 1, fsdp: int = -1, tensor: int = 1, devices=None) -> Mesh:
+    """A (data, fsdp, tensor) mesh over the given (default: all) devices; -1 takes what is left."""
+    devices = list(jax.devices() if devices is None else devices)
+    sizes = [data, fsdp, tensor]
+    if sizes.count(-1) > 1:
+        raise ValueError("at most one mesh axis may be -1")
+    known = 1
+    for s in sizes:
+        known *= s if s != -1 else 1
+    sizes = [len(devices) // known if s == -1 else s for s in sizes]
+    if sizes[0] * sizes[1] * sizes[2] != len(devices):
+        raise ValueError(f"mesh {dict(zip(MESH_AXES, sizes))} does not cover the {len(devices)} devices")
+    return Mesh(np.array(devices).reshape(sizes), MESH_AXES)
+
+
+def _fit(spec: P, shape: tuple[int, ...], mesh: Mesh) -> P:
+    """Drop axis names that do not divide the dimension they split."""
+    out = []
+    for dim, axes in zip(shape, tuple(spec) + (None,) * (len(shape) - len(spec))):
+        names = (axes,) if isinstance(axes, str) else tuple(axes or ())
+        size = 1
+        for n in names:
+            size *= mesh.shape[n]
+        out.append(axes if names and dim % size == 0 else None)
+    return P(*out)
+
+
+def partition_specs(config: ModelConfig, mesh: Mesh) -> Params:
+    """PartitionSpecs for every parameter of `config`, fitted to `mesh`."""
+    shapes = param_shapes(config)
+    return jax.tree_util.tree_map_with_path(
+        lambda path, shape: _fit(_RULES[path[-1].key], shape, mesh),
+        shapes,
+        is_leaf=lambda x: isinstance(x, tuple),
+    )
+
+
+def param_shardings(config: ModelConfig, mesh: Mesh) -> Params:
+    """NamedShardings for every parameter."""
+    return jax.tree.map(lambda s: NamedSharding(mesh, s), partition_specs(config, mesh),
+                        is_leaf=lambda x: isinstance(x, P))
+
+
+def shard_params(config: ModelConfig, params: Params, mesh: Mesh) -> Params:
+    """Place params on the mesh according to the rules."""
+    return jax.device_put(params, param_shardings(config, mesh))
