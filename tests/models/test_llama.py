@@ -1,0 +1,161 @@
+"""The decoder and its loaders, checked against transformers running the same weights."""
+
+import json
+import os
+
+import gguf
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from harnessrl_jax.models import forward, init_params, load_pretrained, preset_config
+from harnessrl_jax.models.export import export_hf
+
+PROMPTS = [
+    "The capital of France is",
+    "def fibonacci(n):\n    if n < 2:\n        return n",
+    "Cellulose is a polysaccharide made of β-glucose units; explain why cows can digest it and humans can't.",
+    "1, 1, 2, 3, 5, 8, 13, 21,",
+]
+# Float32 on both sides: differences come only from summation order. Logits reach ~40 in magnitude.
+LOGIT_ATOL = 2e-3
+
+
+def _reference_logits(model, ids):
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].numpy()
+
+
+def test_smollm2_gguf_logits_match_transformers(smollm2, hf_smollm2):
+    config, params, _ = smollm2
+    model, hf_tok = hf_smollm2
+    assert config == preset_config("smollm2-135m-instruct").replace(rms_norm_eps=config.rms_norm_eps)
+    fwd = jax.jit(forward, static_argnums=0)
+    for text in PROMPTS + [hf_tok.apply_chat_template([{"role": "user", "content": "Hi!"}], tokenize=False)]:
+        ids = hf_tok(text, add_special_tokens=False)["input_ids"]
+        ref = _reference_logits(model, ids)
+        ours = np.asarray(fwd(config, params, jnp.asarray([ids])))[0]
+        assert ours.dtype == np.float32
+        np.testing.assert_allclose(ours, ref, atol=LOGIT_ATOL, rtol=0)
+        assert np.abs(ref).max() > 10  # the bound is small relative to the logit scale
+        np.testing.assert_array_equal(ours.argmax(-1), ref.argmax(-1))
+
+
+def test_left_padding_does_not_change_logits(smollm2):
+    config, params, _ = smollm2
+    ids = [1, 4093, 198, 5248, 314, 260, 3575]
+    alone = np.asarray(forward(config, params, jnp.asarray([ids])))[0]
+    padded = jnp.asarray([[2, 2, 2] + ids])
+    mask = jnp.asarray([[0, 0, 0] + [1] * len(ids)])
+    both = np.asarray(forward(config, params, padded, attention_mask=mask))[0, 3:]
+    np.testing.assert_allclose(both, alone, atol=LOGIT_ATOL)
+
+
+def _tiny_hf_model(model_type, tmp_path, **extra):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    hf_config = AutoConfig.for_model(
+        model_type, vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=24, max_position_embeddings=256,
+        rms_norm_eps=1e-6, rope_theta=5000.0, **extra,
+    )
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(hf_config).eval()
+    with torch.no_grad():  # random norms and biases, so a swapped or dropped one shows up
+        for name, p in model.named_parameters():
+            if "norm" in name or name.endswith("bias"):
+                p.add_(0.3 * torch.randn_like(p))
+    model.save_pretrained(tmp_path)
+    return model
+
+
+@pytest.mark.parametrize(
+    "model_type,extra",
+    [
+        ("qwen3", dict(tie_word_embeddings=True)),
+        ("qwen2", dict(tie_word_embeddings=False)),
+        ("llama", dict(tie_word_embeddings=False, attention_bias=False)),
+    ],
+)
+def test_random_hf_safetensors_model_loads_and_matches(model_type, extra, tmp_path):
+    model = _tiny_hf_model(model_type, tmp_path, **extra)
+    config, params, tokenizer = load_pretrained(str(tmp_path))
+    assert tokenizer is None  # no tokenizer files in the directory
+    assert config.head_dim == 24 and config.qk_norm == (model_type == "qwen3")
+    ids = np.random.default_rng(0).integers(0, 300, size=(2, 17))
+    with torch.no_grad():
+        ref = model(torch.tensor(ids)).logits.numpy()
+    ours = np.asarray(forward(config, params, jnp.asarray(ids)))
+    np.testing.assert_allclose(ours, ref, atol=1e-4, rtol=1e-4)
+
+
+def test_export_reloads_in_transformers(smollm2, hf_smollm2, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    config, params, tokenizer = smollm2
+    export_hf(config, params, str(tmp_path), tokenizer=tokenizer)
+    assert json.load(open(tmp_path / "config.json"))["architectures"] == ["LlamaForCausalLM"]
+    model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
+    hf_tok = AutoTokenizer.from_pretrained(tmp_path)
+    ids = hf_tok(PROMPTS[2], add_special_tokens=False)["input_ids"]
+    np.testing.assert_allclose(_reference_logits(model, ids), _reference_logits(hf_smollm2[0], ids), atol=1e-4)
+    # And our own loader reads the export back to the same params.
+    config2, params2, tokenizer2 = load_pretrained(str(tmp_path))
+    assert config2 == config.replace(max_position_embeddings=config2.max_position_embeddings)
+    assert tokenizer2 is not None and tokenizer2.encode(PROMPTS[1]) == hf_tok(PROMPTS[1])["input_ids"]
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(params2)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_export_of_random_qwen3_round_trips_through_transformers(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    config = preset_config("tiny")
+    params = init_params(config, jax.random.PRNGKey(1), std=0.2)
+    export_hf(config, params, str(tmp_path))
+    model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
+    ids = np.arange(40).reshape(2, 20) * 7 % config.vocab_size
+    with torch.no_grad():
+        ref = model(torch.tensor(ids)).logits.numpy()
+    np.testing.assert_allclose(np.asarray(forward(config, params, jnp.asarray(ids))), ref, atol=1e-4, rtol=1e-4)
+
+
+def test_missing_model_file_is_a_clear_error(tmp_path):
+    missing = str(tmp_path / "nowhere" / "model.gguf")
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        load_pretrained(missing)
+    with pytest.raises(FileNotFoundError, match="preset name"):
+        load_pretrained("not-a-model")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        load_pretrained(str(tmp_path / "empty"))
+    with pytest.raises(FileNotFoundError, match="local HF directory"):
+        load_pretrained("qwen3-4b")
+
+
+def test_gguf_of_unknown_architecture_is_rejected(tmp_path):
+    path = str(tmp_path / "mamba.gguf")
+    writer = gguf.GGUFWriter(path, "mamba")
+    writer.add_block_count(1)
+    writer.add_tensor("token_embd.weight", np.zeros((8, 4), np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(ValueError, match=r"mamba\.gguf.*architecture 'mamba'"):
+        load_pretrained(path)
+
+
+def test_hf_dir_of_unsupported_model_type_is_rejected(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    with pytest.raises(ValueError, match=r"config\.json.*'gpt2'"):
+        load_pretrained(str(tmp_path))
+
+
+def test_gguf_that_is_not_gguf_names_the_file(tmp_path):
+    path = tmp_path / "broken.gguf"
+    path.write_bytes(b"definitely not a gguf file" * 10)
+    with pytest.raises(ValueError, match="broken.gguf"):
+        load_pretrained(str(path))

@@ -1,0 +1,137 @@
+"""The in-process JAX engine: greedy parity with transformers, logprob consistency, stopping, sampling filters."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from harnessrl_jax.models import forward, init_params, preset_config
+from harnessrl_jax.rollout import JaxEngine
+from harnessrl_jax.rollout.jax_engine import _generate
+
+QUESTIONS = [
+    "What is the boiling point of water at sea level?",
+    "Write a haiku about autumn.",
+    "List three prime numbers.",
+]
+
+
+@pytest.fixture(scope="module")
+def engine(smollm2):
+    config, params, tokenizer = smollm2
+    return JaxEngine(config, params, tokenizer)
+
+
+def _chat_ids(hf_tok, question):
+    text = hf_tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+                                      add_generation_prompt=True)
+    return hf_tok(text, add_special_tokens=False)["input_ids"]
+
+
+def test_greedy_matches_transformers_generate(engine, hf_smollm2):
+    model, hf_tok = hf_smollm2
+    prompts = [_chat_ids(hf_tok, q) for q in QUESTIONS]
+    out = engine.generate(prompts, n=1, max_new_tokens=32, temperature=0.0)
+    for i, ids in enumerate(prompts):
+        with torch.no_grad():
+            ref = model.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False,
+                                 eos_token_id=engine.eos_id, pad_token_id=engine.pad_id)[0, len(ids):].tolist()
+        assert len(ref) >= 24
+        assert out.completion(i) == ref
+        assert out.finish_reason[i] == ("stop" if ref[-1] == engine.eos_id else "length")
+        assert out.texts[i] == hf_tok.decode(ref, skip_special_tokens=True)
+
+
+def _recomputed_logprobs(config, params, prompt, completion, temperature):
+    logits = forward(config, params, jnp.asarray([prompt + completion]))[0]
+    logp = jax.nn.log_softmax(logits / temperature, axis=-1)
+    return np.asarray([logp[len(prompt) - 1 + j, t] for j, t in enumerate(completion)])
+
+
+def test_sampled_logprobs_equal_a_full_forward_recomputation(engine, smollm2):
+    config, params, tokenizer = smollm2
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=True) for q in QUESTIONS]
+    out = engine.generate(prompts, n=2, max_new_tokens=24, temperature=0.8, top_p=0.95, seed=7)
+    assert out.tokens.shape == (6, 24) and list(out.prompt_index) == [0, 0, 1, 1, 2, 2]
+    for row in range(out.num_samples):
+        completion = out.completion(row)
+        ref = _recomputed_logprobs(config, params, prompts[out.prompt_index[row]], completion, 0.8)
+        np.testing.assert_allclose(out.logprobs[row, : len(completion)], ref, atol=1e-4)
+        assert np.all(out.logprobs[row, len(completion):] == 0)
+        assert np.all(out.tokens[row, len(completion):] == engine.pad_id)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    config = preset_config("tiny")
+    return config, init_params(config, jax.random.PRNGKey(3), std=0.5)
+
+
+def test_rows_stop_at_their_first_stop_token(tiny):
+    config, params = tiny
+    stop_ids = list(range(0, config.vocab_size, 9))  # ~11% of the vocabulary stops a row
+    engine = JaxEngine(config, params, stop_ids=stop_ids, pad_id=1)
+    out = engine.generate([[5, 6, 7], [8, 9, 10, 11, 12]], n=8, max_new_tokens=40, temperature=1.0, seed=0)
+    reasons = set(out.finish_reason)
+    assert reasons == {"stop", "length"} or reasons == {"stop"}
+    for row in range(out.num_samples):
+        completion = out.completion(row)
+        is_stop = [t in stop_ids for t in completion]
+        assert not any(is_stop[:-1])
+        if out.finish_reason[row] == "stop":
+            assert is_stop[-1]
+        else:
+            assert len(completion) == 40 and not is_stop[-1]
+
+
+def test_seeds_and_filters(tiny):
+    config, params = tiny
+    engine = JaxEngine(config, params, stop_ids=[0], pad_id=0)
+    prompts = [[3, 4, 5, 6], [7, 8]]
+    greedy = engine.generate(prompts, n=1, max_new_tokens=12, temperature=0.0)
+    # top-k = 1 and a vanishing top-p both reduce sampling to the argmax, whatever the temperature.
+    assert np.array_equal(engine.generate(prompts, 1, max_new_tokens=12, temperature=1.5, top_k=1).tokens,
+                          greedy.tokens)
+    assert np.array_equal(engine.generate(prompts, 1, max_new_tokens=12, temperature=1.5, top_p=1e-6).tokens,
+                          greedy.tokens)
+    a = engine.generate(prompts, 4, max_new_tokens=12, temperature=1.0, seed=1)
+    b = engine.generate(prompts, 4, max_new_tokens=12, temperature=1.0, seed=1)
+    c = engine.generate(prompts, 4, max_new_tokens=12, temperature=1.0, seed=2)
+    assert np.array_equal(a.tokens, b.tokens) and not np.array_equal(a.tokens, c.tokens)
+    assert len({tuple(a.completion(r)) for r in range(4)}) > 1  # the n samples of one prompt differ
+
+
+def test_top_k_samples_only_from_the_k_most_likely_tokens(tiny):
+    config, params = tiny
+    engine = JaxEngine(config, params, stop_ids=[0], pad_id=0)
+    prompt = [3, 4, 5, 6]
+    first_logits = np.asarray(forward(config, params, jnp.asarray([prompt])))[0, -1]
+    allowed = set(np.argsort(first_logits)[-5:].tolist())
+    out = engine.generate([prompt], n=64, max_new_tokens=1, temperature=2.0, top_k=5, seed=0)
+    firsts = set(out.tokens[:, 0].tolist())
+    assert firsts <= allowed and len(firsts) >= 3
+
+
+def test_each_shape_bucket_compiles_once(tiny):
+    config, params = tiny
+    engine = JaxEngine(config, params, stop_ids=[0], pad_id=0, prompt_bucket=16)
+    engine.generate([[1, 2, 3]], n=2, max_new_tokens=10, temperature=1.0)
+    before = _generate._cache_size()
+    # Other prompts, lengths within the bucket, temperatures, seeds and budgets up to the same power of two.
+    engine.generate([[4, 5, 6, 7, 8, 9]], n=2, max_new_tokens=16, temperature=0.5, seed=3)
+    engine.generate([[9] * 16], n=2, max_new_tokens=9, temperature=0.0, seed=4)
+    assert _generate._cache_size() == before
+    engine.generate([[9] * 17], n=2, max_new_tokens=9, temperature=0.0)  # next prompt bucket
+    assert _generate._cache_size() == before + 1
+
+
+def test_prompt_longer_than_the_context_is_a_clear_error(tiny):
+    config, params = tiny
+    engine = JaxEngine(config, params, stop_ids=[0], pad_id=0)
+    with pytest.raises(ValueError, match=r"prompt 1 has 600 tokens.*context of 512"):
+        engine.generate([[1, 2], [3] * 600], max_new_tokens=4)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        engine.generate([[1, config.vocab_size]], max_new_tokens=4)
+    with pytest.raises(ValueError, match="no tokenizer"):
+        engine.generate(["text"], max_new_tokens=4)
