@@ -159,3 +159,17 @@ def test_gguf_that_is_not_gguf_names_the_file(tmp_path):
     path.write_bytes(b"definitely not a gguf file" * 10)
     with pytest.raises(ValueError, match="broken.gguf"):
         load_pretrained(str(path))
+
+
+def test_forward_flops_agrees_with_xla_cost_analysis_for_one_layer():
+    # With one layer XLA's count (which sees a scan body once) is a valid reference; it also counts the
+    # non-matmul work, so allow a few percent.
+    config = preset_config("tiny").replace(num_layers=1, vocab_size=2048)
+    params = init_params(config, jax.random.PRNGKey(0))
+    tokens = jnp.zeros((2, 64), jnp.int32)
+    cost = jax.jit(forward, static_argnums=0).lower(config, params, tokens).compile().cost_analysis()
+    xla = float((cost[0] if isinstance(cost, list) else cost)["flops"])
+    from harnessrl_jax.models.llama import forward_flops
+
+    ours = forward_flops(config, 2, 64)
+    assert 0.9 * xla < ours <= 1.0 * xla, (ours, xla)
