@@ -1,0 +1,82 @@
+"""Rollouts -> the padded train batch the step consumes: fixed shapes, completion-only loss mask, engine logprobs.
+
+Each row is its prompt followed by its completion, right-padded to `seq_len`. Position t predicts token t + 1, so
+`targets` is `tokens` shifted left by one and `loss_mask[t]` is on exactly where `targets[t]` is a completion
+token; `engine_logprobs[t]` is the sampler's logprob of that same token. Prompts start at position 0 as they do
+in the engine (which left-pads, but derives positions from the mask), so the trainer's recomputation sees the
+same positions. Shapes depend only on the config (rows, seq_len), so the jitted step compiles once.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from harnessrl_jax.rollout.base import Rollouts
+
+
+class TrainBatch(NamedTuple):
+    """One step's data; every array has `rows` on its leading axis (the axis sharded over data and fsdp)."""
+
+    tokens: np.ndarray  # [B, T] int32: prompt, completion, then pad
+    attention_mask: np.ndarray  # [B, T] bool: real tokens
+    targets: np.ndarray  # [B, T] int32: the token position t predicts
+    loss_mask: np.ndarray  # [B, T] bool: targets[t] is a completion token
+    engine_logprobs: np.ndarray  # [B, T] float32: the sampler's logprob of targets[t] (0 off the mask)
+    advantages: np.ndarray  # [B] float32 (NaN: reward failed; the loss skips the row)
+    weights: np.ndarray  # [B] float32: per-sequence loss weight (importance correction u; 0 on padding rows)
+
+    @property
+    def num_rows(self) -> int:
+        return self.tokens.shape[0]
+
+
+def round_up(x: int, multiple: int) -> int:
+    return -(-x // multiple) * multiple
+
+
+def build_batch(rollouts: Rollouts, advantages, weights=None, *, seq_len: int, pad_id: int,
+                num_rows: int | None = None) -> TrainBatch:
+    """The train batch of `rollouts`: advantages and weights [N] per rollout row; rows padded to `num_rows`.
+
+    Padding rows carry no loss (mask off, weight 0). Raises ValueError if a prompt plus its completion does not fit
+    in `seq_len`, or the rollouts do not fit in `num_rows`.
+    """
+    n = rollouts.num_samples
+    rows = n if num_rows is None else num_rows
+    if rows < n:
+        raise ValueError(f"{n} rollouts do not fit in a batch of {rows} rows")
+    advantages = np.asarray(advantages, np.float32).reshape(-1)
+    weights = np.ones(n, np.float32) if weights is None else np.asarray(weights, np.float32).reshape(-1)
+    if advantages.shape != (n,) or weights.shape != (n,):
+        raise ValueError(f"advantages and weights must have one entry per rollout ({n}), got "
+                         f"{advantages.shape} and {weights.shape}")
+
+    tokens = np.full((rows, seq_len), pad_id, np.int32)
+    attention = np.zeros((rows, seq_len), bool)
+    loss_mask = np.zeros((rows, seq_len), bool)
+    engine_logprobs = np.zeros((rows, seq_len), np.float32)
+    for r in range(n):
+        prompt = rollouts.prompt_ids[rollouts.prompt_index[r]]
+        p, c = len(prompt), int(rollouts.lengths[r])
+        if p + c > seq_len:
+            raise ValueError(f"rollout {r}: prompt ({p}) + completion ({c}) tokens exceed seq_len={seq_len}; "
+                             "raise the config's max_prompt_len or lower max_new_tokens")
+        tokens[r, :p] = prompt
+        tokens[r, p:p + c] = rollouts.tokens[r, :c]
+        attention[r, :p + c] = True
+        # Completion token i sits at p + i and is predicted from position p + i - 1.
+        loss_mask[r, p - 1:p + c - 1] = True
+        engine_logprobs[r, p - 1:p + c - 1] = rollouts.logprobs[r, :c]
+    targets = np.concatenate([tokens[:, 1:], np.full((rows, 1), pad_id, np.int32)], axis=1)
+    pad = rows - n
+    return TrainBatch(
+        tokens=tokens,
+        attention_mask=attention,
+        targets=targets,
+        loss_mask=loss_mask,
+        engine_logprobs=engine_logprobs,
+        advantages=np.concatenate([advantages, np.zeros(pad, np.float32)]),
+        weights=np.concatenate([weights, np.zeros(pad, np.float32)]),
+    )

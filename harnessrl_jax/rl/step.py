@@ -1,0 +1,236 @@
+"""The sharded GRPO update: one jitted step over a (data, fsdp, tensor) mesh, compiled once per batch shape.
+
+Per step, for each of `micro_batches` slices of the batch (a `lax.scan`, so memory is one slice's activations):
+forward the policy, take float32 logprobs of the sampled tokens at the sampling temperature, forward the frozen
+reference with the same sharded function (when the KL coefficient is non-zero), and add the slice's loss *sum*,
+denominator and gradient of the sum to running totals. Only after the last slice is the gradient divided by the
+total denominator, so any number of micro-batches gives the gradient of the one-batch loss (up to float rounding).
+Then global-norm clipping and AdamW (optim.py) update the float32 master params.
+
+One optimiser update per rollout batch (on-policy GRPO): the "old" policy is the current params, so the trainer's
+recomputed old logprobs are stop_gradient(logp) of this very forward (the ratio is exactly 1 and only its gradient
+matters), and their gap to the engine's logprobs is logged as `engine_gap` every step.
+
+Params and optimiser state are donated, so the update happens in place; the caller must not touch the old state
+after a step (an engine holding the old params gets the new ones via `update_weights`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from harnessrl_jax.models.llama import ModelConfig, Params, forward
+from harnessrl_jax.models.sharding import BATCH_SPEC, partition_specs
+from harnessrl_jax.rl import grpo
+from harnessrl_jax.rl.batch import TrainBatch
+
+
+class TrainState(NamedTuple):
+    """Everything the update changes, checkpointed together."""
+
+    params: Params  # float32 master weights
+    opt_state: Any
+    step: jax.Array  # int32 []: optimiser updates applied so far
+    rng: jax.Array  # uint32 [2]: the run's root key; step k draws from fold_in(rng, k)
+
+
+@dataclasses.dataclass(frozen=True)
+class LossSettings:
+    """Arguments of the registered loss (grpo.policy_loss's keywords) and the sampling temperature."""
+
+    name: str = "grpo"
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    kl_coef: float = 0.001
+    agg: str = "token-mean"
+    tis_cap: float | None = None
+    log_ratio_clip: float = 20.0
+    temperature: float = 1.0  # logprobs are of softmax(logits / T), the distribution the engine sampled from
+
+    @classmethod
+    def from_config(cls, config) -> "LossSettings":
+        """From a ConfigDict (keys as the fields; missing ones keep their defaults)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in dict(config).items() if k in known})
+
+
+def _is_spec(x):
+    return isinstance(x, P)
+
+
+class Trainer:
+    """Builds, places and runs the sharded train step for one model, optimiser, mesh and loss."""
+
+    def __init__(self, model_config: ModelConfig, optimizer: optax.GradientTransformation, mesh: Mesh,
+                 loss: LossSettings = LossSettings(), *, schedule: optax.Schedule | None = None,
+                 micro_batches: int = 1):
+        if model_config.param_dtype != "float32":
+            # Master weights stay float32; compute_dtype chooses the precision of the matmuls.
+            model_config = model_config.replace(param_dtype="float32")
+        self.model_config = model_config
+        self.optimizer = optimizer
+        self.schedule = schedule
+        self.mesh = mesh
+        self.loss = loss
+        self.micro_batches = int(micro_batches)
+        self.loss_fn = grpo.get_loss_fn(loss.name)
+        self.param_specs = partition_specs(model_config, mesh)
+        self.param_shardings = self._named(self.param_specs)
+        self.replicated = NamedSharding(mesh, P())
+        self.batch_sharding = NamedSharding(mesh, BATCH_SPEC)
+        self.data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
+        self._init = None
+        self._step = jax.jit(self._train_step, donate_argnums=0,
+                             out_shardings=(self.state_shardings(), self.replicated))
+
+    # ------------------------------------------------------------------------------------------ placement
+
+    def _named(self, specs):
+        return jax.tree.map(lambda s: NamedSharding(self.mesh, s), specs, is_leaf=_is_spec)
+
+    def state_shardings(self) -> TrainState:
+        """NamedShardings of the train state: optimiser moments shard like the params they follow."""
+        params_shape = jax.eval_shape(
+            lambda: jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), self.abstract_params()))
+        opt_shape = jax.eval_shape(self.optimizer.init, params_shape)
+        opt_specs = optax.tree_utils.tree_map_params(
+            self.optimizer, lambda _, spec: spec, opt_shape, self.param_specs,
+            transform_non_params=lambda _: P(), is_leaf=_is_spec)
+        return TrainState(self.param_shardings, self._named(opt_specs), self.replicated, self.replicated)
+
+    def abstract_params(self) -> Params:
+        """ShapeDtypeStructs (with shardings) of the float32 params."""
+        from harnessrl_jax.models.llama import param_shapes
+        return jax.tree.map(lambda shape, sh: jax.ShapeDtypeStruct(shape, jnp.float32, sharding=sh),
+                            param_shapes(self.model_config), self.param_shardings,
+                            is_leaf=lambda x: isinstance(x, tuple))
+
+    def abstract_state(self) -> TrainState:
+        """ShapeDtypeStructs with shardings of the whole train state: the restore target of a checkpoint."""
+        shardings = self.state_shardings()
+        shapes = jax.eval_shape(self._init_fn, self.abstract_params(), jax.ShapeDtypeStruct((2,), jnp.uint32))
+        return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes, shardings)
+
+    def _init_fn(self, params, rng):
+        params = jax.tree.map(lambda p: p.astype(jnp.float32), params)
+        return TrainState(params, self.optimizer.init(params), jnp.zeros((), jnp.int32), rng)
+
+    def init_state(self, params: Params, rng: jax.Array) -> TrainState:
+        """A fresh train state: float32 copies of `params` placed on the mesh, optimiser state zeroed."""
+        if self._init is None:
+            self._init = jax.jit(self._init_fn, out_shardings=self.state_shardings())
+        return self._init(self.place_params(params), jnp.asarray(rng, jnp.uint32))
+
+    def place_params(self, params: Params) -> Params:
+        """`params` as float32 global arrays with the model's shardings (a copy: safe from donation)."""
+        def place(p, sharding):
+            host = np.asarray(p, np.float32)
+            return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx])
+
+        return jax.tree.map(place, params, self.param_shardings)
+
+    def put_batch(self, batch: TrainBatch) -> TrainBatch:
+        """Global arrays of a host batch (every process passes the same full batch), rows sharded over data+fsdp."""
+        rows = batch.num_rows
+        if rows % (self.micro_batches * self.data_parallel):
+            raise ValueError(f"batch rows ({rows}) must be a multiple of micro_batches ({self.micro_batches}) x "
+                             f"data-parallel devices ({self.data_parallel})")
+        return TrainBatch(*(jax.make_array_from_callback(x.shape, self.batch_sharding, lambda idx, x=x: x[idx])
+                            for x in batch))
+
+    # ------------------------------------------------------------------------------------------------ step
+
+    def step(self, state: TrainState, batch: TrainBatch, ref_params: Params | None = None):
+        """One update: (new state, metrics as replicated scalars). `state` is donated; batch from put_batch."""
+        if self.loss.kl_coef and ref_params is None:
+            raise ValueError("kl_coef > 0 needs ref_params (the frozen reference policy)")
+        return self._step(state, batch, ref_params if self.loss.kl_coef else None)
+
+    def compiles(self) -> int:
+        """How many versions of the step have been compiled (1 in a healthy run)."""
+        return self._step._cache_size()
+
+    def sequence_logprobs(self, params: Params, tokens, attention_mask, targets) -> jax.Array:
+        """Float32 logprobs [B, T] of targets under params, at the loss temperature: the trainer's view."""
+        logits = forward(self.model_config, params, tokens, attention_mask)
+        return grpo.token_logprobs(logits, targets, self.loss.temperature)
+
+    def _microbatch_loss(self, params, ref_params, mb: TrainBatch):
+        """(loss_sum, (denominator, metric sums)) of one micro-batch; differentiated w.r.t. params."""
+        s = self.loss
+        logits = forward(self.model_config, params, mb.tokens, mb.attention_mask)
+        logp = grpo.token_logprobs(logits, mb.targets, s.temperature)
+        ref_logp = None
+        if ref_params is not None:
+            ref_logp = jax.lax.stop_gradient(
+                self.sequence_logprobs(ref_params, mb.tokens, mb.attention_mask, mb.targets))
+        loss_sum, denominator, metrics = self.loss_fn(
+            logp, jax.lax.stop_gradient(logp), ref_logp, mb.advantages, mb.loss_mask, mb.weights,
+            clip_low=s.clip_low, clip_high=s.clip_high, kl_coef=s.kl_coef, agg=s.agg,
+            log_ratio_clip=s.log_ratio_clip, tis_cap=s.tis_cap, engine_logp=mb.engine_logprobs)
+        counted = mb.loss_mask & jnp.isfinite(mb.advantages)[:, None]
+        metrics["entropy_sum"] = grpo.token_entropy(jax.lax.stop_gradient(logits) / s.temperature, counted).sum()
+        return loss_sum, (denominator, metrics)
+
+    def _split(self, batch: TrainBatch) -> TrainBatch:
+        """[B, ...] -> [M, B/M, ...] taking rows m, m+M, ...: each device keeps its own rows (no resharding)."""
+        m = self.micro_batches
+
+        def split(x):
+            x = x.reshape(x.shape[0] // m, m, *x.shape[1:]).swapaxes(0, 1)
+            return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, P(None, *BATCH_SPEC)))
+
+        return jax.tree.map(split, batch)
+
+    def _train_step(self, state: TrainState, batch: TrainBatch, ref_params):
+        grad_fn = jax.value_and_grad(self._microbatch_loss, has_aux=True)
+        if self.micro_batches == 1:
+            (loss_sum, (denominator, sums)), grads = grad_fn(state.params, ref_params, batch)
+        else:
+            def accumulate(carry, mb):
+                grads, loss_sum, denominator, sums = carry
+                (l, (d, s)), g = grad_fn(state.params, ref_params, mb)
+                return (jax.tree.map(jnp.add, grads, g), loss_sum + l, denominator + d,
+                        grpo.merge_metrics(sums, s)), None
+
+            mbs = self._split(batch)
+            first = jax.tree.map(lambda x: x[0], mbs)
+            _, (_, sums_shape) = jax.eval_shape(self._microbatch_loss, state.params, ref_params, first)
+            zeros = (jax.tree.map(jnp.zeros_like, state.params), jnp.zeros((), jnp.float32),
+                     jnp.zeros((), jnp.float32), jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), sums_shape))
+            (grads, loss_sum, denominator, sums), _ = jax.lax.scan(accumulate, zeros, mbs)
+
+        # The objective is sum(loss_sum) / sum(denominator): exact for any split of the batch.
+        scale = 1.0 / jnp.maximum(denominator, 1.0)
+        grads = jax.tree.map(lambda g: g * scale, grads)
+        updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+
+        metrics = grpo.finalize_metrics(sums)
+        metrics.update(
+            loss=loss_sum * scale,
+            denominator=denominator,
+            grad_norm=optax.global_norm(grads),  # before clipping
+            update_norm=optax.global_norm(updates),
+            param_norm=optax.global_norm(params),
+        )
+        if self.schedule is not None:
+            metrics["lr"] = jnp.asarray(self.schedule(state.step), jnp.float32)
+        return TrainState(params, opt_state, state.step + 1, state.rng), metrics
+
+
+def to_host(tree):
+    """Replicated global arrays (e.g. step metrics) as numpy, also when they span processes."""
+    return jax.tree.map(lambda x: np.asarray(x.addressable_shards[0].data) if isinstance(x, jax.Array) else x, tree)
+
+
+def metrics_to_host(metrics) -> dict[str, float]:
+    """Step metrics as plain floats (a device-to-host copy; call once per step)."""
+    return {k: float(v) for k, v in to_host(metrics).items()}
