@@ -1,0 +1,80 @@
+"""A judge through Anthropic's Messages API (the `anthropic` package).
+
+The key comes from the environment (ANTHROPIC_API_KEY by default), is handed only to the client, and is never
+logged, cached or shown in repr; a missing key is a clear error at construction, before any call.
+Structured output: 'tool' forces a `record_verdict` tool whose input schema is the verdict schema, so the answer
+arrives as a JSON object; 'none' asks for JSON in the prompt and parses the text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Sequence
+
+from harnessrl_jax.rubric.judges.base import ERROR, TIMEOUT
+from harnessrl_jax.rubric.judges.llm import RETRY_STATUS, CallFailed, LLMJudge
+
+_TOOL = "record_verdict"
+
+
+class AnthropicJudge(LLMJudge):
+    """Judge via `anthropic.Anthropic(...).messages.create`; `base_url` points it elsewhere (a proxy, a test)."""
+
+    api = "anthropic-messages"
+
+    def __init__(self, model: str, *, base_url: str | None = None, structured_output: str = "tool",
+                 api_key_env: str = "ANTHROPIC_API_KEY", **kwargs):
+        super().__init__(model, **kwargs)
+        if structured_output not in ("tool", "none"):
+            raise ValueError(f"structured_output must be 'tool' or 'none', got {structured_output!r}")
+        key = os.environ.get(api_key_env)
+        if not key:
+            raise RuntimeError(f"AnthropicJudge needs an API key: set the environment variable {api_key_env}")
+        import anthropic
+
+        self._anthropic = anthropic
+        self.structured_output = structured_output
+        # The client's own retries are off: ours (with jitter and the failure accounting) wrap every call.
+        self._client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0, timeout=self.timeout_s)
+
+    def _identity(self) -> dict[str, Any]:
+        return {**super()._identity(), "structured_output": self.structured_output}
+
+    def _send(self, messages: Sequence[dict[str, str]], schema: dict) -> tuple[str, str]:
+        a = self._anthropic
+        kwargs: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": list(messages),
+                                  "temperature": self.temperature}
+        if self.top_p is not None:
+            kwargs["top_p"] = self.top_p
+        if self.structured_output == "tool":
+            kwargs["tools"] = [{"name": _TOOL, "description": "Record the grading verdict.", "input_schema": schema}]
+            kwargs["tool_choice"] = {"type": "tool", "name": _TOOL}
+        try:
+            msg = self._client.messages.create(**kwargs)
+        except a.APITimeoutError:
+            raise CallFailed(TIMEOUT, f"no answer within {self.timeout_s:g}s", True) from None
+        except a.APIConnectionError as e:
+            raise CallFailed(ERROR, f"connection failed: {type(e).__name__}: {e}", True) from None
+        except a.APIStatusError as e:
+            try:
+                retry_after = float(e.response.headers.get("retry-after", ""))
+            except (ValueError, AttributeError):
+                retry_after = None
+            raise CallFailed(ERROR, f"HTTP {e.status_code}: {str(e)[:300]}", e.status_code in RETRY_STATUS,
+                             retry_after) from None
+        except a.APIResponseValidationError as e:
+            raise CallFailed(ERROR, f"malformed response: {str(e)[:300]}", True) from None
+        # Same word as OpenAI's finish_reason, so a cut-off answer is flagged alike.
+        finish = "length" if msg.stop_reason == "max_tokens" else (msg.stop_reason or "")
+        texts = []
+        for block in msg.content or []:
+            if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == _TOOL:
+                return json.dumps(block.input, ensure_ascii=False), finish
+            if getattr(block, "type", None) == "text":
+                texts.append(block.text)
+        return "".join(texts), finish
+
+    def close(self) -> None:
+        self._client.close()
+        super().close()

@@ -1,0 +1,57 @@
+"""On-disk cache of judge completions (SQLite), keyed by everything that determines the answer.
+
+The key is a SHA-256 over the judge's identity (API flavour, model), the full messages sent, the sampling
+parameters and the structured-output schema; never over credentials. The raw completion text is stored, not the
+parsed verdict, so a better parser re-reads old answers. Only successful calls are stored: a timeout or a dropped
+connection is retried next time. SQLite serialises writers across threads and processes, so several runs may
+share one file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from typing import Any, Mapping
+
+
+def cache_key(identity: Mapping[str, Any]) -> str:
+    """SHA-256 hex digest of a JSON-serialisable identity (keys sorted, so dict order does not matter)."""
+    blob = json.dumps(identity, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class JudgeCache:
+    """`get(key) -> text | None`, `put(key, text, model)`; `path` may be ':memory:'."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        if self.path != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=60.0, isolation_level=None)
+        if self.path != ":memory:":
+            self._conn.execute("PRAGMA journal_mode=WAL")  # readers do not block the writer
+        self._conn.execute("CREATE TABLE IF NOT EXISTS completions ("
+                           "key TEXT PRIMARY KEY, model TEXT, text TEXT NOT NULL, created REAL)")
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            row = self._conn.execute("SELECT text FROM completions WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def put(self, key: str, text: str, model: str = "") -> None:
+        with self._lock:
+            self._conn.execute("INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?)",
+                               (key, model, text, time.time()))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT COUNT(*) FROM completions").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
