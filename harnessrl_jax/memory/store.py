@@ -1,0 +1,472 @@
+"""The record store: one record per task draw in SQLite, and the time index over it.
+
+A record holds the rollout history (responses, the K x J score matrix S, rewards), the rubric history (the task's
+harness slice, the attributor's labels, every proposed action with its deltas and verdict) and the training
+dynamics of that draw. `append_step` writes a whole training step in one transaction (WAL, synchronous=FULL), so a
+run killed mid-step loses that step and nothing else; `truncate_after(k)` drops later steps so a resume from the
+checkpoint of step k is exact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import re
+import sqlite3
+import time
+import zlib
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+VERDICTS = ("accepted", "rejected", "noop")
+
+_SCHEMA = """
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE steps(step INTEGER PRIMARY KEY, n_draws INTEGER NOT NULL, time REAL NOT NULL);
+CREATE TABLE draws(id INTEGER PRIMARY KEY, step INTEGER NOT NULL, task_id TEXT NOT NULL,
+                   reward_mean REAL, payload BLOB NOT NULL);
+CREATE INDEX draws_task ON draws(task_id, step, id);
+CREATE INDEX draws_step ON draws(step);
+-- One row per wording of a criterion: a rewrite is a new row, so evidence stays tied to the text it was judged by.
+CREATE TABLE criteria(id INTEGER PRIMARY KEY, task_id TEXT NOT NULL, criterion_id TEXT NOT NULL,
+                      text TEXT NOT NULL, step INTEGER NOT NULL, UNIQUE(task_id, criterion_id, text));
+CREATE INDEX criteria_step ON criteria(step);
+CREATE TABLE outcomes(criterion INTEGER NOT NULL, draw_id INTEGER NOT NULL, k INTEGER NOT NULL,
+                      n_met INTEGER NOT NULL, n_valid INTEGER NOT NULL, PRIMARY KEY(criterion, draw_id))
+                      WITHOUT ROWID;
+CREATE INDEX outcomes_draw ON outcomes(draw_id);
+CREATE TABLE actions(id INTEGER PRIMARY KEY, draw_id INTEGER NOT NULL, step INTEGER NOT NULL,
+                     task_id TEXT NOT NULL, interface TEXT NOT NULL, op TEXT NOT NULL, verdict TEXT NOT NULL,
+                     payload TEXT NOT NULL);
+CREATE INDEX actions_task ON actions(task_id, step);
+CREATE INDEX actions_draw ON actions(draw_id);
+-- Cache keyed by (model, text): a text shared by many tasks is embedded once, and the faiss index can be rebuilt
+-- without the model. float16 halves the size, and the index is built from the same rounded vectors, so a
+-- rebuild gives identical scores.
+CREATE TABLE embeddings(model TEXT NOT NULL, text TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY(model, text));
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionRecord:
+    """One proposed harness update, as the critic left it; `changes` maps each target to its [before, after]."""
+
+    interface: str  # sampling | guidance | rubric | noop
+    op: str  # e.g. downweight, add_field, rewrite
+    verdict: str  # accepted | rejected | noop
+    label: str | None = None  # the failure label that routed it: blind | saturated | spurious | agree
+    criterion_ids: tuple[str, ...] = ()
+    evidence_ids: tuple[str, ...] = ()  # draw / criterion ids the proposer cited
+    deltas: Mapping[str, float] = dataclasses.field(default_factory=dict)  # delta_c, delta_g, delta_w
+    round: int = 0
+    reason: str = ""
+    changes: Mapping[str, Sequence[Any]] = dataclasses.field(default_factory=dict)
+    payload: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the typed action, as a dict
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        for target, pair in self.changes.items():
+            if len(pair) != 2:
+                raise ValueError(f"changes[{target!r}] must be [before, after], got {pair!r}")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DrawRecord:
+    """Everything recorded about one draw of one task at one step."""
+
+    step: int
+    task_id: str
+    criterion_ids: tuple[str, ...]  # K
+    criterion_texts: tuple[str, ...]  # K: the wording judged at this draw
+    responses: tuple[str, ...]  # J
+    scores: np.ndarray  # [K, J] in {0, 1}, NaN where the judge failed
+    rewards: np.ndarray  # [J], NaN where the reward failed
+    harness: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the task's harness slice
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)  # criterion id -> attributor label
+    task_label: str | None = None  # task-level diagnosis, e.g. saturated (gate (iv) for sampling updates)
+    actions: tuple[ActionRecord, ...] = ()
+    dynamics: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # level, u, loss, ... of this draw
+    draw_id: int | None = None  # assigned by the store
+
+    def validate(self) -> None:
+        """Raises ValueError naming the first inconsistent field."""
+        k, j = len(self.criterion_ids), len(self.responses)
+        if len(self.criterion_texts) != k:
+            raise ValueError(f"task {self.task_id}: {len(self.criterion_texts)} criterion texts for {k} ids")
+        if len(set(self.criterion_ids)) != k:
+            raise ValueError(f"task {self.task_id}: duplicate criterion ids {list(self.criterion_ids)}")
+        if np.shape(self.scores) != (k, j):
+            raise ValueError(f"task {self.task_id}: scores shape {np.shape(self.scores)}, expected {(k, j)}")
+        if np.shape(self.rewards) != (j,):
+            raise ValueError(f"task {self.task_id}: rewards shape {np.shape(self.rewards)}, expected {(j,)}")
+        s = np.asarray(self.scores, np.float64)
+        if not np.all(np.isnan(s) | (s == 0) | (s == 1)):
+            raise ValueError(f"task {self.task_id}: scores must be 0, 1 or NaN")
+
+
+def _jsonable(x):
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, (set, frozenset)):
+        return sorted(x)
+    raise TypeError(f"not JSON-serialisable: {type(x).__name__}")
+
+
+def _dumps(obj) -> str:
+    # NaN stays NaN (Python's JSON extension): failed judge cells must round-trip as failed, not as 0.
+    return json.dumps(obj, default=_jsonable, separators=(",", ":"), ensure_ascii=False)
+
+
+def _encode(r: DrawRecord) -> bytes:
+    body = {
+        "criterion_ids": list(r.criterion_ids), "criterion_texts": list(r.criterion_texts),
+        "responses": list(r.responses), "scores": np.asarray(r.scores, np.float64),
+        "rewards": np.asarray(r.rewards, np.float64), "harness": r.harness, "labels": r.labels,
+        "task_label": r.task_label, "actions": [dataclasses.asdict(a) for a in r.actions], "dynamics": r.dynamics,
+    }
+    return zlib.compress(_dumps(body).encode(), 6)
+
+
+def _action(d: Mapping[str, Any]) -> ActionRecord:
+    d = dict(d)
+    for key in ("criterion_ids", "evidence_ids"):
+        d[key] = tuple(d.get(key, ()))
+    return ActionRecord(**d)
+
+
+def _decode(draw_id: int, step: int, task_id: str, blob: bytes) -> DrawRecord:
+    b = json.loads(zlib.decompress(blob))
+    k, j = len(b["criterion_ids"]), len(b["responses"])
+    return DrawRecord(
+        step=step, task_id=task_id, criterion_ids=tuple(b["criterion_ids"]),
+        criterion_texts=tuple(b["criterion_texts"]), responses=tuple(b["responses"]),
+        scores=np.asarray(b["scores"], np.float64).reshape(k, j), rewards=np.asarray(b["rewards"], np.float64),
+        harness=b["harness"], labels=b["labels"], task_label=b["task_label"],
+        actions=tuple(_action(a) for a in b["actions"]), dynamics=b["dynamics"], draw_id=draw_id)
+
+
+def undoes(later: ActionRecord, earlier: ActionRecord) -> bool:
+    """True when `later` puts every target `earlier` changed back to its value before `earlier`."""
+    if not earlier.changes:
+        return False
+    return all(t in later.changes and later.changes[t][1] == before for t, (before, _) in earlier.changes.items())
+
+
+def harness_changes(before: Mapping[str, Any], after: Mapping[str, Any], prefix: str = "") -> dict[str, list]:
+    """Leaves of two harness slices that differ, as {dotted.path: [before, after]} (absent = None)."""
+    out: dict[str, list] = {}
+    for key in sorted(set(before) | set(after), key=str):
+        b, a = before.get(key), after.get(key)
+        path = f"{prefix}{key}"
+        if isinstance(b, Mapping) and isinstance(a, Mapping):
+            out.update(harness_changes(b, a, path + "."))
+        elif json.loads(_dumps(b)) != json.loads(_dumps(a)):  # compare as stored: tuples == lists, numpy == float
+            out[path] = [json.loads(_dumps(b)), json.loads(_dumps(a))]
+    return out
+
+
+class RecordStore:
+    """SQLite record store with the time index; one writer, any number of readers (WAL)."""
+
+    FILE = "memory.sqlite"
+
+    def __init__(self, path: str):
+        self.path = path
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        # Autocommit mode: every write below opens its own explicit transaction.
+        self.db = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        # FULL: a committed step survives power loss too, so a checkpoint never points past the memory.
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("PRAGMA foreign_keys=OFF")
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            self._create()
+        elif version != SCHEMA_VERSION:
+            raise RuntimeError(f"{path}: memory schema version {version}, this code reads {SCHEMA_VERSION}; "
+                               "open it with the version of harnessrl_jax that wrote it")
+
+    def _create(self):
+        with self._tx():
+            if self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                raise RuntimeError(f"{self.path}: not a memory database (tables present, no schema version)")
+            for stmt in re.sub(r"--[^\n]*", "", _SCHEMA).split(";"):
+                if stmt.strip():
+                    self.db.execute(stmt)
+            self.db.execute("INSERT INTO meta VALUES ('created', ?)", (str(time.time()),))
+            self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    @contextlib.contextmanager
+    def _tx(self):
+        # IMMEDIATE takes the write lock now, so a second writer fails here rather than mid-step.
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def close(self):
+        self.db.close()
+
+    # --- writes -------------------------------------------------------------------------------------------------
+
+    @property
+    def last_step(self) -> int | None:
+        """Last committed step, or None for an empty store."""
+        return self.db.execute("SELECT max(step) FROM steps").fetchone()[0]
+
+    def append_step(self, step: int, records: Iterable[DrawRecord], *, model: str | None = None,
+                    vectors: Mapping[str, np.ndarray] | None = None) -> list[tuple[int, str]]:
+        """Commits all draws of `step` atomically (with new embeddings of `model`); returns the new criterion rows."""
+        records = list(records)
+        for r in records:
+            if r.step != step:
+                raise ValueError(f"record of task {r.task_id} has step {r.step}, appending step {step}")
+            r.validate()
+        last = self.last_step
+        if last is not None and step <= last:
+            raise ValueError(f"step {step} is not after the last committed step {last}; "
+                             "truncate_after() first when resuming")
+        with self._tx():
+            self._put_embeddings(model, vectors)
+            new_rows = []
+            for r in records:
+                new_rows += self._insert_draw(r)
+            self.db.execute("INSERT INTO steps VALUES (?, ?, ?)", (step, len(records), time.time()))
+        return new_rows
+
+    def _put_embeddings(self, model, vectors):
+        if vectors:
+            self.db.executemany("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)",
+                                [(model, t, np.asarray(v, np.float16).tobytes()) for t, v in vectors.items()])
+
+    def _criterion_rows(self, task_id: str, pairs: Sequence[tuple[str, str]], step: int):
+        rows, new = [], []
+        for cid, text in pairs:
+            cur = self.db.execute("INSERT OR IGNORE INTO criteria(task_id, criterion_id, text, step) "
+                                  "VALUES (?, ?, ?, ?)", (task_id, cid, text, step))
+            if cur.rowcount:
+                rows.append(cur.lastrowid)
+                new.append((cur.lastrowid, text))
+            else:
+                rows.append(self.db.execute("SELECT id FROM criteria WHERE task_id=? AND criterion_id=? AND text=?",
+                                            (task_id, cid, text)).fetchone()[0])
+        return rows, new
+
+    def _insert_draw(self, r: DrawRecord) -> list[tuple[int, str]]:
+        rewards = np.asarray(r.rewards, np.float64)
+        mean = float(np.nanmean(rewards)) if np.any(~np.isnan(rewards)) else None
+        draw_id = self.db.execute("INSERT INTO draws(step, task_id, reward_mean, payload) VALUES (?, ?, ?, ?)",
+                                  (r.step, r.task_id, mean, _encode(r))).lastrowid
+        rows, new = self._criterion_rows(r.task_id, list(zip(r.criterion_ids, r.criterion_texts)), r.step)
+        s = np.asarray(r.scores, np.float64)
+        valid = ~np.isnan(s)
+        self.db.executemany("INSERT INTO outcomes VALUES (?, ?, ?, ?, ?)", [
+            (row, draw_id, k, int(np.sum(s[k][valid[k]] == 1)), int(valid[k].sum())) for k, row in enumerate(rows)])
+        self.db.executemany(
+            "INSERT INTO actions(draw_id, step, task_id, interface, op, verdict, payload) VALUES (?,?,?,?,?,?,?)",
+            [(draw_id, r.step, r.task_id, a.interface, a.op, a.verdict, _dumps(dataclasses.asdict(a)))
+             for a in r.actions])
+        return new
+
+    def add_criteria(self, task_id: str, criteria: Sequence[tuple[str, str]], *, step: int | None = None,
+                     model: str | None = None, vectors: Mapping[str, np.ndarray] | None = None):
+        """Registers criteria before any draw of them (e.g. all seed rubrics); returns the new rows."""
+        step = (self.last_step or 0) if step is None else step
+        with self._tx():
+            self._put_embeddings(model, vectors)
+            return self._criterion_rows(task_id, criteria, step)[1]
+
+    def add_criteria_many(self, items: Iterable[tuple[str, str, str]], *, step: int | None = None,
+                          model: str | None = None, vectors: Mapping[str, np.ndarray] | None = None):
+        """`add_criteria` for (task_id, criterion_id, text) triples in one transaction."""
+        step = (self.last_step or 0) if step is None else step
+        new = []
+        with self._tx():
+            self._put_embeddings(model, vectors)
+            for task_id, cid, text in items:
+                new += self._criterion_rows(task_id, [(cid, text)], step)[1]
+        return new
+
+    def truncate_after(self, step: int) -> list[int]:
+        """Drops every record, action and criterion row of steps after `step`; returns the dropped criterion rows."""
+        with self._tx():
+            dropped = [i for (i,) in self.db.execute("SELECT id FROM criteria WHERE step > ?", (step,))]
+            self.db.execute("DELETE FROM outcomes WHERE draw_id IN (SELECT id FROM draws WHERE step > ?)", (step,))
+            for table in ("actions", "draws", "steps", "criteria"):
+                self.db.execute(f"DELETE FROM {table} WHERE step > ?", (step,))
+        return dropped
+
+    def checkpoint_wal(self):
+        """Folds the write-ahead log into the database file, so the file alone is a complete copy."""
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def positions(self) -> dict[str, int]:
+        """Where the store stands, for the checkpoint's `extra` slot; `step` is -1 when nothing is committed."""
+        q = lambda sql: self.db.execute(sql).fetchone()[0]  # noqa: E731
+        last = self.last_step
+        return {"schema": SCHEMA_VERSION, "step": -1 if last is None else last,
+                "draws": q("SELECT count(*) FROM draws"), "criteria": q("SELECT count(*) FROM criteria")}
+
+    # --- time index ---------------------------------------------------------------------------------------------
+
+    def history(self, task_id: str, before_step: int | None = None, limit: int | None = None) -> list[DrawRecord]:
+        """All recorded draws of `task_id` (before `before_step`), newest first."""
+        rows = self.db.execute(
+            "SELECT id, step, task_id, payload FROM draws WHERE task_id=? AND step < ? ORDER BY step DESC, id DESC "
+            "LIMIT ?", (task_id, _before(before_step), -1 if limit is None else limit))
+        return [_decode(*row) for row in rows]
+
+    def record(self, draw_id: int) -> DrawRecord:
+        """One draw by id (the ids `evidence_ids` and donor examples refer to)."""
+        row = self.db.execute("SELECT id, step, task_id, payload FROM draws WHERE id=?", (draw_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"no draw {draw_id}")
+        return _decode(*row)
+
+    def _last_draws(self, task_id, before_step, last):
+        return ("SELECT id FROM draws WHERE task_id=? AND step < ? ORDER BY step DESC, id DESC LIMIT ?",
+                (task_id, _before(before_step), -1 if last is None else last))
+
+    def ever_met(self, task_id: str, criterion_id: str, before_step: int | None = None,
+                 text: str | None = None) -> bool:
+        """Was the criterion met by any rollout in an earlier draw (of any wording, or only of `text`)?"""
+        sql = ("SELECT 1 FROM outcomes o JOIN criteria c ON c.id = o.criterion JOIN draws d ON d.id = o.draw_id "
+               "WHERE c.task_id=? AND c.criterion_id=? AND d.step < ? AND o.n_met > 0")
+        args = [task_id, criterion_id, _before(before_step)]
+        if text is not None:
+            sql, args = sql + " AND c.text=?", args + [text]
+        return self.db.execute(sql + " LIMIT 1", args).fetchone() is not None
+
+    def met_criteria(self, task_id: str, before_step: int | None = None) -> set[str]:
+        """Criterion ids of the task met by at least one rollout in an earlier draw."""
+        return {cid for (cid,) in self.db.execute(
+            "SELECT DISTINCT c.criterion_id FROM outcomes o JOIN criteria c ON c.id = o.criterion "
+            "JOIN draws d ON d.id = o.draw_id WHERE c.task_id=? AND d.step < ? AND o.n_met > 0",
+            (task_id, _before(before_step)))}
+
+    def pass_rates(self, task_id: str, before_step: int | None = None, last: int | None = None
+                   ) -> dict[str, np.ndarray]:
+        """Per criterion id, its pass rate in each of the task's `last` draws where it was judged, newest first."""
+        sub, args = self._last_draws(task_id, before_step, last)
+        out: dict[str, list] = {}
+        for cid, met, valid in self.db.execute(
+                "SELECT c.criterion_id, o.n_met, o.n_valid FROM outcomes o JOIN criteria c ON c.id = o.criterion "
+                f"JOIN draws d ON d.id = o.draw_id WHERE o.draw_id IN ({sub}) ORDER BY d.step DESC, d.id DESC",
+                args):
+            out.setdefault(cid, []).append(met / valid if valid else math.nan)
+        return {cid: np.asarray(v) for cid, v in out.items()}
+
+    def reward_trajectory(self, task_id: str, before_step: int | None = None) -> np.ndarray:
+        """[n, 2] array of (step, mean reward) over the task's draws, oldest first."""
+        rows = self.db.execute("SELECT step, reward_mean FROM draws WHERE task_id=? AND step < ? ORDER BY step, id",
+                               (task_id, _before(before_step))).fetchall()
+        return np.asarray([(s, math.nan if m is None else m) for s, m in rows], np.float64).reshape(-1, 2)
+
+    def actions(self, task_id: str | None = None, before_step: int | None = None, verdict: str | None = None,
+                last_draws: int | None = None) -> list[tuple[int, int, ActionRecord]]:
+        """(step, draw id, action) of a task's (or every task's) recorded actions, newest first."""
+        sql, args = "SELECT step, draw_id, payload FROM actions WHERE step < ?", [_before(before_step)]
+        if task_id is not None:
+            sql, args = sql + " AND task_id=?", args + [task_id]
+        if verdict is not None:
+            sql, args = sql + " AND verdict=?", args + [verdict]
+        if last_draws is not None:
+            if task_id is None:
+                raise ValueError("last_draws needs a task_id")
+            sub, sub_args = self._last_draws(task_id, before_step, last_draws)
+            sql, args = sql + f" AND draw_id IN ({sub})", args + list(sub_args)
+        rows = self.db.execute(sql + " ORDER BY step DESC, draw_id DESC, id", args)
+        return [(s, d, _action(json.loads(p))) for s, d, p in rows]
+
+    def would_reverse(self, task_id: str, candidate: ActionRecord, before_step: int | None = None,
+                      within: int = 2) -> tuple[int, ActionRecord] | None:
+        """The accepted action of the task's last `within` draws that `candidate` would undo, as (step, action)."""
+        for step, _, earlier in self.actions(task_id, before_step, "accepted", last_draws=within):
+            if undoes(candidate, earlier):
+                return step, earlier
+        return None
+
+    def reversals(self, since_step: int | None = None, before_step: int | None = None, within: int = 2
+                  ) -> tuple[int, int]:
+        """(reversed, accepted): accepted actions from `since_step` on, and how many were undone within the
+        next `within` draws of their task (the paper's reversal rate is their ratio)."""
+        lo, hi = -1 if since_step is None else since_step, _before(before_step)
+        by_task: dict[str, list] = {}
+        for draw_id, task_id, payload in self.db.execute(
+                "SELECT draw_id, task_id, payload FROM actions WHERE verdict='accepted' AND step >= ? AND step < ? "
+                "ORDER BY draw_id", (lo, hi)):
+            by_task.setdefault(task_id, []).append((draw_id, _action(json.loads(payload))))
+        n_acc = n_rev = 0
+        for task_id, acts in by_task.items():
+            draws = [i for (i,) in self.db.execute(
+                "SELECT id FROM draws WHERE task_id=? AND step >= ? AND step < ? ORDER BY step, id", (task_id, lo, hi))]
+            pos = {d: i for i, d in enumerate(draws)}
+            for d, a in acts:
+                n_acc += 1
+                n_rev += any(0 < pos[d2] - pos[d] <= within and undoes(b, a) for d2, b in acts)
+        return n_rev, n_acc
+
+    # --- what the semantic index reads --------------------------------------------------------------------------
+
+    def criterion_rows(self, ids: Sequence[int] | None = None) -> list[tuple[int, str, str, str]]:
+        """(row, task id, criterion id, text) of the given rows (all rows when None), in row order."""
+        if ids is None:
+            return self.db.execute("SELECT id, task_id, criterion_id, text FROM criteria ORDER BY id").fetchall()
+        out = []
+        ids = [int(i) for i in ids]
+        for i in range(0, len(ids), 900):  # SQLite's bound-parameter limit
+            chunk = ids[i:i + 900]
+            out += self.db.execute(f"SELECT id, task_id, criterion_id, text FROM criteria WHERE id IN "
+                                   f"({','.join('?' * len(chunk))})", chunk).fetchall()
+        return sorted(out)
+
+    def row_ids(self) -> np.ndarray:
+        return np.asarray([i for (i,) in self.db.execute("SELECT id FROM criteria ORDER BY id")], np.int64)
+
+    def task_row_count(self, task_id: str) -> int:
+        return self.db.execute("SELECT count(*) FROM criteria WHERE task_id=?", (task_id,)).fetchone()[0]
+
+    def embeddings(self, model: str, texts: Iterable[str]) -> dict[str, np.ndarray]:
+        """Cached float16 vectors of `model` for those of `texts` that have one."""
+        texts = list(dict.fromkeys(texts))
+        out = {}
+        for i in range(0, len(texts), 900):
+            chunk = texts[i:i + 900]
+            for text, blob in self.db.execute(
+                    f"SELECT text, vec FROM embeddings WHERE model=? AND text IN ({','.join('?' * len(chunk))})",
+                    [model] + chunk):
+                out[text] = np.frombuffer(blob, np.float16)
+        return out
+
+    def examples(self, row: int, n: int = 2) -> tuple[list[tuple[int, int, int, str]], list[tuple[int, int, int, str]]]:
+        """Newest (draw id, step, j, response) examples that met / failed criterion row `row`, up to `n` each."""
+        met, failed = [], []
+        for draw_id, k, n_met, n_valid in self.db.execute(
+                "SELECT o.draw_id, o.k, o.n_met, o.n_valid FROM outcomes o JOIN draws d ON d.id = o.draw_id "
+                "WHERE o.criterion=? ORDER BY d.step DESC, d.id DESC", (row,)):
+            want_met, want_failed = len(met) < n and n_met > 0, len(failed) < n and n_met < n_valid
+            if want_met or want_failed:
+                r = self.record(draw_id)
+                for j, s in enumerate(r.scores[k]):
+                    if s == 1 and len(met) < n:
+                        met.append((draw_id, r.step, j, r.responses[j]))
+                    elif s == 0 and len(failed) < n:
+                        failed.append((draw_id, r.step, j, r.responses[j]))
+            if len(met) >= n and len(failed) >= n:
+                break
+        return met, failed
+
+
+def _before(step: int | None) -> int:
+    return (1 << 62) if step is None else int(step)
