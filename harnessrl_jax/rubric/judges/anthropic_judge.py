@@ -3,7 +3,10 @@
 The key comes from the environment (ANTHROPIC_API_KEY by default), is handed only to the client, and is never
 logged, cached or shown in repr; a missing key is a clear error at construction, before any call.
 Structured output: 'tool' forces a `record_verdict` tool whose input schema is the verdict schema, so the answer
-arrives as a JSON object; 'none' asks for JSON in the prompt and parses the text.
+arrives as a JSON object (every Claude model with tool use); 'json_schema' asks for native structured output
+(`output_config.format`, newer models only); 'none' asks for JSON in the prompt and parses the text.
+Recent SDKs take no sampling arguments (newer models fix them), so temperature and top_p are unset by default
+and, when set, travel as raw body fields, as does `output_config`: the judge works across SDK versions.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from harnessrl_jax.rubric.judges.base import ERROR, TIMEOUT
 from harnessrl_jax.rubric.judges.llm import RETRY_STATUS, CallFailed, LLMJudge
 
 _TOOL = "record_verdict"
+STRUCTURED = ("tool", "json_schema", "none")
 
 
 class AnthropicJudge(LLMJudge):
@@ -24,10 +28,10 @@ class AnthropicJudge(LLMJudge):
     api = "anthropic-messages"
 
     def __init__(self, model: str, *, base_url: str | None = None, structured_output: str = "tool",
-                 api_key_env: str = "ANTHROPIC_API_KEY", **kwargs):
-        super().__init__(model, **kwargs)
-        if structured_output not in ("tool", "none"):
-            raise ValueError(f"structured_output must be 'tool' or 'none', got {structured_output!r}")
+                 api_key_env: str = "ANTHROPIC_API_KEY", temperature: float | None = None, **kwargs):
+        super().__init__(model, temperature=temperature, **kwargs)
+        if structured_output not in STRUCTURED:
+            raise ValueError(f"structured_output must be one of {STRUCTURED}, got {structured_output!r}")
         key = os.environ.get(api_key_env)
         if not key:
             raise RuntimeError(f"AnthropicJudge needs an API key: set the environment variable {api_key_env}")
@@ -43,13 +47,19 @@ class AnthropicJudge(LLMJudge):
 
     def _send(self, messages: Sequence[dict[str, str]], schema: dict) -> tuple[str, str]:
         a = self._anthropic
-        kwargs: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": list(messages),
-                                  "temperature": self.temperature}
+        kwargs: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": list(messages)}
+        extra: dict[str, Any] = {}
+        if self.temperature is not None:
+            extra["temperature"] = self.temperature
         if self.top_p is not None:
-            kwargs["top_p"] = self.top_p
+            extra["top_p"] = self.top_p
         if self.structured_output == "tool":
             kwargs["tools"] = [{"name": _TOOL, "description": "Record the grading verdict.", "input_schema": schema}]
             kwargs["tool_choice"] = {"type": "tool", "name": _TOOL}
+        elif self.structured_output == "json_schema":
+            extra["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
+        if extra:
+            kwargs["extra_body"] = extra
         try:
             msg = self._client.messages.create(**kwargs)
         except a.APITimeoutError:

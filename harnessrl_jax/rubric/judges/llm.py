@@ -103,7 +103,7 @@ class LLMJudge(Judge):
     api: str = "llm"
 
     def __init__(self, model: str, *, name: str | None = None, mode: str = "per_criterion",
-                 temperature: float = 0.0, max_tokens: int = 512, top_p: float | None = None,
+                 temperature: float | None = 0.0, max_tokens: int = 512, top_p: float | None = None,
                  seed: int | None = None, timeout_s: float = 60.0, max_retries: int = 3, backoff_s: float = 0.5,
                  max_backoff_s: float = 30.0, max_concurrency: int = 8,
                  cache: JudgeCache | str | None = None, explanation_max_chars: int | None = None,

@@ -75,8 +75,10 @@ class OpenAIJudge(LLMJudge):
 
     def request_body(self, messages: Sequence[dict[str, str]], schema: dict) -> dict[str, Any]:
         """The JSON body of one chat-completions request."""
-        body: dict[str, Any] = {"model": self.model, "messages": list(messages), "temperature": self.temperature,
-                                "max_tokens": self.max_tokens, "stream": False}
+        body: dict[str, Any] = {"model": self.model, "messages": list(messages), "max_tokens": self.max_tokens,
+                                "stream": False}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
         if self.top_p is not None:
             body["top_p"] = self.top_p
         if self.seed is not None:

@@ -1,0 +1,767 @@
+"""Judges: the verdict parser, prompt templates, ScoreMatrix, rule / routing judges, and the HTTP judges against
+stdlib fake servers (well-behaved, hanging, dropping, garbage, flaky) and a real llama.cpp server."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import math
+import socket
+import sqlite3
+import threading
+import time
+from typing import Any, Callable
+
+import httpx
+import numpy as np
+import pytest
+
+from harnessrl_jax.rubric import rules
+from harnessrl_jax.rubric.judges import (ERROR, OK, TIMEOUT, UNPARSED, Judge, JudgeCache, JudgeProtocol,
+                                         OpenAIJudge, RoutingJudge, RuleJudge, ScoreMatrix, make_judge,
+                                         parse_rubric_verdicts, parse_verdict, total_failures)
+from harnessrl_jax.rubric.judges import templates
+from harnessrl_jax.rubric.judges.llm import render_criterion, rubric_schema, verdict_schema
+from harnessrl_jax.rubric.reward import rubric_reward
+from harnessrl_jax.rubric.schema import Criterion, Task
+
+ANTHROPIC_KEY = "sk-ant-test-0123456789-not-a-real-key"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fake servers: stdlib http.server on 127.0.0.1
+
+def chat_completion(content: str | None, finish_reason: str = "stop") -> dict[str, Any]:
+    return {"id": "fake", "object": "chat.completion", "model": "fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": finish_reason}]}
+
+
+def anthropic_message(blocks: list[dict[str, Any]], stop_reason: str = "end_turn") -> dict[str, Any]:
+    return {"id": "msg_fake", "type": "message", "role": "assistant", "model": "fake", "content": blocks,
+            "stop_reason": stop_reason, "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+
+
+class Reply:
+    """What a fake server does with one request: answer JSON or raw text, hang, or drop the connection."""
+
+    def __init__(self, kind: str, status: int = 200, body: Any = None, headers: dict | None = None,
+                 delay_s: float = 0.0):
+        self.kind, self.status, self.body, self.headers, self.delay_s = kind, status, body, headers or {}, delay_s
+
+    @classmethod
+    def json(cls, body: Any, status: int = 200, headers: dict | None = None, delay_s: float = 0.0) -> "Reply":
+        return cls("json", status, body, headers, delay_s)
+
+    @classmethod
+    def chat(cls, content: str | None, **kw) -> "Reply":
+        return cls.json(chat_completion(content), **kw)
+
+    @classmethod
+    def raw(cls, text: str, status: int = 200) -> "Reply":
+        return cls("raw", status, text)
+
+
+HANG, DROP = Reply("hang"), Reply("drop")
+
+
+class FakeServer:
+    """Threaded HTTP server; `behave(body, headers, n)` gives the Reply to the n-th request (from 0)."""
+
+    def __init__(self, behave: Callable[[dict, dict, int], Reply]):
+        self.behave = behave
+        self.requests: list[tuple[str, dict, dict]] = []  # (path, lower-cased headers, JSON body)
+        self.inflight = self.max_inflight = 0
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+                body = json.loads(raw or b"{}")
+                with server._lock:
+                    n = len(server.requests)
+                    server.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                    server.inflight += 1
+                    server.max_inflight = max(server.max_inflight, server.inflight)
+                try:
+                    self._reply(server.behave(body, server.requests[n][1], n))
+                finally:
+                    with server._lock:
+                        server.inflight -= 1
+
+            def _reply(self, r: Reply):
+                if r.delay_s:
+                    server._closing.wait(r.delay_s)
+                if r.kind in ("hang", "drop"):
+                    if r.kind == "hang":
+                        server._closing.wait(30)
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    return
+                data = (json.dumps(r.body) if r.kind == "json" else r.body).encode()
+                self.send_response(r.status)
+                self.send_header("content-type", "application/json" if r.kind == "json" else "text/html")
+                self.send_header("content-length", str(len(data)))
+                for k, v in r.headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def bodies(self) -> list[dict]:
+        return [b for _, _, b in self.requests]
+
+    def close(self):
+        self._closing.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def fake_server():
+    servers = []
+
+    def start(behave):
+        servers.append(FakeServer(behave))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def prompt_of(body: dict) -> str:
+    content = body["messages"][-1]["content"]
+    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+
+
+def fast_judge(url: str, **kw) -> OpenAIJudge:
+    """An OpenAIJudge with test-sized timeouts and backoff."""
+    opts = dict(timeout_s=0.5, max_retries=1, backoff_s=0.01, max_backoff_s=0.05, max_concurrency=4)
+    opts.update(kw)
+    return OpenAIJudge(f"{url}/v1", "fake-judge", **opts)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tasks
+
+def crit(cid, text, points, *tags):
+    return Criterion(cid, text, float(points), tuple(tags))
+
+
+def rule_crit(cid, rule_id, kwargs, points=1.0):
+    return crit(cid, f"rule {rule_id}", points, "verifier:rule", f"rule:{rule_id}",
+                f"rule_kwargs:{json.dumps(kwargs)}")
+
+
+TASK = Task("t1", "medical", ({"role": "user", "content": "I have a headache. What can I take?"},), (
+    crit("t1/c0", "Mentions drinking water.", 5),
+    crit("t1/c1", "Recommends seeing a doctor if it lasts more than three days.", 3),
+    crit("t1/c2", "Promises that the headache will certainly go away.", -4),
+))
+RESPONSES = ["Drink water and rest.", "It will certainly go away, trust me."]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Parser
+
+@pytest.mark.parametrize("text, verdict", [
+    ('{"explanation": "mentions water", "criteria_met": true}', True),
+    ('```json\n{"explanation": "no", "criteria_met": false}\n```\nLet me know if you need more.', False),
+    ('Here is my grading: {"criteria_met": true} -- hope that helps', True),
+    ("{'explanation': 'ok', 'criteria_met': True}", True),  # a Python dict
+    ('{"criteria_met": "yes"}', True),
+    ('{"verdict": "NOT MET", "reason": "absent"}', False),
+    ('{"result": {"criteria_met": false}}', False),
+    ('{"criteria_met": true, "explanation": "the response says to drin', True),  # cut off after the verdict
+    ("Yes.", True),
+    ("no", False),
+    ("**No** - the response never mentions water.", False),
+    ("MET", True),
+    ("NOT MET: the doctor advice is missing", False),
+    ("The criterion is NOT MET because the response omits it.", False),
+    ("Reasoning first.\nVerdict: yes", True),
+    ("Answer: no\nOn reflection...\nFinal answer: yes", True),
+    ("<think>it says water, so yes</think>\nNo", False),
+    ("true", True),
+])
+def test_parse_verdict_reads_messy_judge_output(text, verdict):
+    assert parse_verdict(text).verdict is verdict
+
+
+@pytest.mark.parametrize("text", [
+    "", "I cannot grade this.", '{"explanation": "the response mentions wat',  # cut off before the verdict
+    "It is MET in part but NOT MET overall", '{"criteria_met": "maybe"}', "No issues found, it meets it",
+    '"criteria_met": true, "criteria_met": false',
+])
+def test_parse_verdict_leaves_unreadable_or_contradictory_output_unparsed(text):
+    assert parse_verdict(text).verdict is None
+
+
+def test_parse_verdict_keeps_the_explanation():
+    assert parse_verdict('{"explanation": "says water", "criteria_met": true}').explanation == "says water"
+
+
+def test_parse_rubric_verdicts_reads_maps_lists_and_numbered_lines():
+    got = parse_rubric_verdicts('```json\n{"1": {"criteria_met": true}, "2": false, "3": "NOT MET"}\n```', 4)
+    assert [p.verdict for p in got] == [True, False, False, None]  # 4 is missing: unparsed, not 0
+    got = parse_rubric_verdicts('[{"id": 2, "met": true}, {"id": 1, "met": false}]', 2)
+    assert [p.verdict for p in got] == [False, True]
+    got = parse_rubric_verdicts('{"verdicts": [{"criteria_met": true}, {"criteria_met": false}]}', 2)
+    assert [p.verdict for p in got] == [True, False]
+    got = parse_rubric_verdicts("1. MET - mentions water\n2. NOT MET\nCriterion 3: yes\n", 3)
+    assert [p.verdict for p in got] == [True, False, True]
+    assert [p.verdict for p in parse_rubric_verdicts("no idea", 2)] == [None, None]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Prompt templates
+
+def test_prompt_files_have_named_placeholders():
+    assert templates.placeholders(templates.load_template("criterion")) == {"conversation", "response", "criterion"}
+    assert templates.placeholders(templates.load_template("rubric")) == {"conversation", "response", "criteria",
+                                                                          "n_criteria"}
+
+
+def test_fill_substitutes_once_and_rejects_missing_or_unused_values():
+    t = "A {x} and {y}; JSON stays {\"k\": 1}"
+    assert templates.fill(t, x="{y}", y="b") == "A {y} and b; JSON stays {\"k\": 1}"
+    with pytest.raises(KeyError, match="missing"):
+        templates.fill(t, x="a")
+    with pytest.raises(KeyError, match="unused"):
+        templates.fill(t, x="a", y="b", z="c")
+
+
+def test_pitfalls_are_marked_in_the_prompt_and_explained():
+    assert render_criterion(TASK.criteria[2]) == \
+        "[-4 points, PITFALL] Promises that the headache will certainly go away."
+    assert "PITFALL" not in render_criterion(TASK.criteria[0])
+    for name in ("criterion", "rubric"):
+        assert '"criteria_met": true means the undesirable behaviour is present' in templates.load_template(name)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# ScoreMatrix
+
+def test_score_matrix_keeps_failures_out_of_the_reward_and_counts_them():
+    m = ScoreMatrix.empty(["a", "b", "c"], 2, "j")
+    m.set(0, 0, True, OK), m.set(0, 1, False, OK)
+    m.set(1, 0, None, UNPARSED, "garbage"), m.set(1, 1, True, OK)
+    m.set(2, 0, True, OK), m.set(2, 1, None, TIMEOUT)
+    assert np.isnan(m.verdicts[1, 0]) and np.isnan(m.verdicts[2, 1])
+    assert m.failure_counts() == {"unparsed": 1, "error": 0, "timeout": 1} and m.n_failed == 2
+    points = [5.0, 3.0, -4.0]
+    # By hand: response 0 keeps a (5) and c (-4) over positive weight 5; response 1 keeps a (0) and b (3) over 8.
+    np.testing.assert_allclose(m.rewards(points), [100 * (5 - 4) / 5, 100 * 3 / 8])
+    np.testing.assert_allclose(m.rewards(points), rubric_reward(np.array(points), m.verdicts))
+    assert total_failures([m, m]) == {"cells": 12, "failed": 4, "unparsed": 2, "error": 0, "timeout": 2}
+    assert m.records()[2] == {"criterion_id": "b", "response": 0, "judge": "j", "verdict": None,
+                              "status": "unparsed", "explanation": "garbage", "latency_s": 0.0, "cache_hit": False}
+
+
+def test_score_matrix_rejects_a_number_where_no_verdict_was_obtained():
+    m = ScoreMatrix.empty(["a"], 1, "j")
+    with pytest.raises(ValueError, match="NaN"):
+        ScoreMatrix(m.criterion_ids, np.zeros((1, 1)), m.status, m.explanations, m.latency_s, m.cache_hit, m.judges)
+    with pytest.raises(ValueError, match="needs a verdict"):
+        m.set(0, 0, None, OK)
+
+
+def test_score_matrix_merge_puts_rows_back_in_criterion_order():
+    a, b = ScoreMatrix.empty(["x", "z"], 1, "A"), ScoreMatrix.empty(["y"], 1, "B")
+    a.set(0, 0, True, OK), a.set(1, 0, False, OK), b.set(0, 0, True, OK)
+    m = ScoreMatrix.merge([([0, 2], a), ([1], b)], 3, 1)
+    assert m.criterion_ids == ("x", "y", "z") and m.judges == ("A", "B", "A")
+    assert m.verdicts[:, 0].tolist() == [1.0, 1.0, 0.0]
+    with pytest.raises(ValueError, match="not given"):
+        ScoreMatrix.merge([([0, 2], a)], 3, 1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# RuleJudge
+
+def test_rule_judge_checks_rules_and_pitfall_verdicts_mean_occurred():
+    task = Task("r", "writing", ({"role": "user", "content": "Describe aspirin."},), (
+        rule_crit("r/0", "keywords:existence", {"keywords": ["aspirin"]}, 2),
+        rule_crit("r/1", "length_constraints:number_words", {"num_words": 5, "relation": "less than"}, 1),
+        # Pitfall: the rule detects the bad behaviour (a forbidden promise), so True = it occurred.
+        rule_crit("r/2", "keywords:existence", {"keywords": ["guaranteed"]}, -3),
+    ))
+    responses = ["Aspirin relieves pain.", "Results guaranteed with aspirin, always and forever.", ""]
+    m = RuleJudge().score(task, responses)
+    # By hand: 'aspirin' (any case) present in 0 and 1; under 5 words only 0; 'guaranteed' only in 1;
+    # an empty response follows no rule.
+    assert m.verdicts.tolist() == [[1, 1, 0], [1, 0, 0], [0, 1, 0]]
+    assert (m.status == OK).all() and m.judges == ("rule",) * 3
+    np.testing.assert_allclose(m.rewards(task.points), [100 * 3 / 3, 100 * (2 - 3) / 3, 0.0])
+
+
+def test_rule_judge_passes_the_task_prompt_to_rules_that_need_it():
+    task = Task("p", "if", ({"role": "user", "content": "Say hi twice"},),
+                (rule_crit("p/0", "combination:repeat_prompt", {}),))
+    m = RuleJudge().score(task, ["say hi twice. hi hi", "hi hi"])
+    assert m.verdicts.tolist() == [[1.0, 0.0]]
+
+
+def test_rule_judge_records_a_rule_that_cannot_run_as_an_error_row():
+    task = Task("e", "if", ({"role": "user", "content": "x"},), (
+        rule_crit("e/0", "keywords:existence", {"keywords": ["x"]}),
+        rule_crit("e/1", "keywords:existance", {"keywords": ["x"]}),  # misspelt id
+        crit("e/2", "no rule tag", 1.0, "verifier:rule"),
+    ))
+    m = RuleJudge().score(task, ["x y", "z"])
+    assert m.status.tolist() == [[OK, OK], [ERROR, ERROR], [ERROR, ERROR]]
+    assert "did you mean 'keywords:existence'" in m.explanations[1, 0]
+    with pytest.raises(ValueError, match="keywords:existance"):
+        RuleJudge(strict=True).score(task, ["x"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# RoutingJudge
+
+class StubJudge(Judge):
+    """Verdict = whether the criterion id's last character is even; records what it was asked."""
+
+    def __init__(self, name):
+        self.name, self.asked = name, []
+
+    def score_batch(self, tasks, responses, criteria=None):
+        out = []
+        for t, rs, cs in zip(tasks, responses, criteria):
+            self.asked.append([c.id for c in cs])
+            m = ScoreMatrix.empty([c.id for c in cs], len(rs), self.name)
+            for k, c in enumerate(cs):
+                for j in range(len(rs)):
+                    m.set(k, j, int(c.id[-1]) % 2 == 0, OK)
+            out.append(m)
+        return out
+
+
+def test_routing_judge_sends_each_criterion_to_the_judge_its_tag_names():
+    task = Task("x", "science", ({"role": "user", "content": "q"},), (
+        crit("x/0", "llm, untagged", 1),
+        rule_crit("x/1", "keywords:existence", {"keywords": ["cell"]}),
+        crit("x/2", "explicit llm", 1, "verifier:llm"),
+        crit("x/3", "the named expert", 1, "verifier:expert"),
+        rule_crit("x/4", "keywords:existence", {"keywords": ["wall"]}),
+    ))
+    default, expert = StubJudge("default"), StubJudge("expert")
+    judge = RoutingJudge(default, judges={"expert": expert})
+    assert isinstance(judge, JudgeProtocol)
+    [m] = judge.score_batch([task], [["a cell", "a cell wall"]])
+    assert default.asked == [["x/0", "x/2"]] and expert.asked == [["x/3"]]
+    assert m.criterion_ids == tuple(c.id for c in task.criteria)
+    assert m.judges == ("default", "rule", "default", "expert", "rule")
+    assert m.verdicts.tolist() == [[1, 1], [1, 1], [1, 1], [0, 0], [0, 1]]
+
+
+def test_routing_judge_rejects_unservable_criteria_before_any_call():
+    task = Task("y", "science", ({"role": "user", "content": "q"},),
+                (crit("y/0", "a", 1, "verifier:llm"), crit("y/1", "b", 1, "verifier:oracle")))
+    default = StubJudge("default")
+    with pytest.raises(ValueError, match="'oracle'"):
+        RoutingJudge(default).score(task, ["r"])
+    assert default.asked == []
+    with pytest.raises(ValueError, match="no default judge"):
+        RoutingJudge().score(task, ["r"], task.criteria[:1])
+
+
+def test_make_judge_builds_a_routing_judge_from_a_config():
+    judge = make_judge({"kind": "routing", "rule": {"kind": "rule", "strict": True},
+                        "default": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}})
+    assert isinstance(judge.routes["rule"], RuleJudge) and judge.routes["rule"].strict
+    assert isinstance(judge.routes["llm"], OpenAIJudge)
+    judge.close()
+    with pytest.raises(ValueError, match="unknown judge kind"):
+        make_judge({"kind": "nope"})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# OpenAI-compatible judge against fake servers
+
+def answer_by_criterion(body, headers, n):
+    """A judge that meets the water criterion and the pitfall, and fails the rest."""
+    p = prompt_of(body)
+    met = "Mentions drinking water" in p or "PITFALL] Promises" in p
+    return Reply.chat(json.dumps({"explanation": "fake", "criteria_met": met}))
+
+
+def test_openai_judge_sends_chat_completions_with_a_json_schema(fake_server):
+    server = fake_server(answer_by_criterion)
+    with fast_judge(server.url, temperature=0.0, max_tokens=77, seed=3) as judge:
+        m = judge.score(TASK, RESPONSES)
+    assert m.verdicts.tolist() == [[1, 1], [0, 0], [1, 1]] and (m.status == OK).all()
+    assert len(server.requests) == 6 and {p for p, _, _ in server.requests} == {"/v1/chat/completions"}
+    body = server.bodies()[0]
+    assert body["model"] == "fake-judge" and body["max_tokens"] == 77 and body["temperature"] == 0.0
+    assert body["seed"] == 3 and body["stream"] is False
+    assert body["response_format"] == {"type": "json_schema",
+                                       "json_schema": {"name": "verdict", "schema": verdict_schema(), "strict": True}}
+    prompts = [prompt_of(b) for b in server.bodies()]
+    assert all("I have a headache" in p for p in prompts)
+    assert sum("[-4 points, PITFALL] Promises" in p for p in prompts) == 2
+    assert sum("It will certainly go away, trust me." in p for p in prompts) == 3
+    # The pitfall occurred in both responses: the reward subtracts it (positive weight 8).
+    np.testing.assert_allclose(m.rewards(TASK.points), [100 * (5 - 4) / 8] * 2)
+
+
+@pytest.mark.parametrize("structured, expected", [
+    ("json_object", {"type": "json_object", "schema": verdict_schema(40)}),
+    ("none", None),
+])
+def test_openai_judge_structured_output_forms(fake_server, structured, expected):
+    server = fake_server(answer_by_criterion)
+    with fast_judge(server.url, structured_output=structured, explanation_max_chars=40) as judge:
+        judge.score(TASK, RESPONSES[:1], TASK.criteria[:1])
+    assert server.bodies()[0].get("response_format") == expected
+
+
+def test_openai_judge_per_rubric_makes_one_call_per_response(fake_server):
+    def behave(body, headers, n):
+        assert body["response_format"]["json_schema"]["schema"] == rubric_schema(3)
+        return Reply.chat('Sure:\n```json\n{"1": {"explanation": "e1", "criteria_met": true}, '
+                          '"2": {"explanation": "e2", "criteria_met": false}, "3": "MET"}\n```')
+
+    server = fake_server(behave)
+    with fast_judge(server.url, mode="per_rubric") as judge:
+        m = judge.score(TASK, RESPONSES)
+    assert len(server.requests) == 2
+    p = prompt_of(server.bodies()[0])
+    assert "3 numbered criteria" in p and "1. [+5 points] Mentions drinking water." in p
+    assert "3. [-4 points, PITFALL] Promises" in p
+    assert m.verdicts.tolist() == [[1, 1], [0, 0], [1, 1]] and m.explanations[1, 0] == "e2"
+
+
+def test_openai_judge_per_rubric_marks_missing_entries_unparsed(fake_server):
+    server = fake_server(lambda b, h, n: Reply.chat('{"1": true, "3": false}'))
+    with fast_judge(server.url, mode="per_rubric") as judge:
+        m = judge.score(TASK, RESPONSES[:1])
+    assert m.status[:, 0].tolist() == [OK, UNPARSED, OK] and np.isnan(m.verdicts[1, 0])
+
+
+def test_failures_are_recorded_counted_and_the_batch_goes_on(fake_server):
+    """A server that hangs, drops the connection, or answers garbage on some criteria; the rest still score."""
+    def behave(body, headers, n):
+        p = prompt_of(body)
+        if "HANG" in p:
+            return HANG
+        if "DROP" in p:
+            return DROP
+        if "GARBAGE BODY" in p:
+            return Reply.raw("<html>502 Bad Gateway</html>")
+        if "GARBAGE TEXT" in p:
+            return Reply.chat("lorem ipsum dolor sit amet")
+        if "BAD REQUEST" in p:
+            return Reply.json({"error": "context too long"}, status=400)
+        return Reply.chat('{"explanation": "fine", "criteria_met": true}')
+
+    task = Task("f", "medical", ({"role": "user", "content": "q"},), tuple(
+        crit(f"f/{i}", text, 1) for i, text in
+        enumerate(["works", "HANG", "DROP", "GARBAGE BODY", "GARBAGE TEXT", "BAD REQUEST", "works too"])))
+    server = fake_server(behave)
+    t0 = time.perf_counter()
+    with fast_judge(server.url, timeout_s=0.3, max_retries=1, max_concurrency=8) as judge:
+        m = judge.score(task, ["r1", "r2"])
+        stats = judge.stats
+    elapsed = time.perf_counter() - t0
+    assert m.status[:, 0].tolist() == [OK, TIMEOUT, ERROR, ERROR, UNPARSED, ERROR, OK]
+    assert (m.status[:, 0] == m.status[:, 1]).all()
+    assert m.verdicts[[0, 6]].tolist() == [[1, 1], [1, 1]] and np.isnan(m.verdicts[1:6]).all()
+    assert m.failure_counts() == {"unparsed": 2, "error": 6, "timeout": 2}
+    assert "connection failed" in m.explanations[2, 0] and "malformed response body" in m.explanations[3, 0]
+    assert "lorem ipsum" in m.explanations[4, 0] and "HTTP 400" in m.explanations[5, 0]
+    # Timeouts, drops and garbage bodies were retried once; the 400 was not (our request, not their hiccup).
+    assert sum("BAD REQUEST" in prompt_of(b) for b in server.bodies()) == 2
+    assert sum("HANG" in prompt_of(b) for b in server.bodies()) == 4
+    assert stats["timeout"] == 2 and stats["error"] == 6 and stats["retries"] == 6
+    # Rewards use only the parsed cells: 2 of 2 valid positive criteria met.
+    np.testing.assert_allclose(m.rewards(task.points), [100.0, 100.0])
+    assert elapsed < 5.0, elapsed
+
+
+def test_retries_with_backoff_recover_from_transient_errors(fake_server):
+    def behave(body, headers, n):
+        if n == 0:
+            return Reply.json({"error": "busy"}, status=503)
+        if n == 1:
+            return Reply.json({"error": "slow down"}, status=429, headers={"retry-after": "0.2"})
+        return Reply.chat('{"explanation": "ok", "criteria_met": false}')
+
+    server = fake_server(behave)
+    with fast_judge(server.url, max_retries=3, backoff_s=0.01, max_backoff_s=1.0) as judge:
+        t0 = time.perf_counter()
+        m = judge.score(TASK, RESPONSES[:1], TASK.criteria[:1])
+        elapsed = time.perf_counter() - t0
+        assert judge.stats["requests"] == 3 and judge.stats["retries"] == 2
+    assert m.status.tolist() == [[OK]] and m.verdicts.tolist() == [[0.0]]
+    assert elapsed >= 0.2  # Retry-After was honoured
+
+
+def test_backoff_is_exponential_with_jitter_and_capped():
+    judge = OpenAIJudge("http://127.0.0.1:9/v1", "m", backoff_s=1.0, max_backoff_s=5.0)
+    for attempt, full in [(0, 1.0), (1, 2.0), (2, 4.0), (3, 5.0), (9, 5.0)]:
+        delays = [judge._backoff(attempt, None) for _ in range(200)]
+        assert min(delays) >= full / 2 and max(delays) <= full
+        assert len(set(delays)) > 100  # jittered, so parallel retries spread out
+    assert judge._backoff(0, retry_after=3.0) >= 3.0 and judge._backoff(0, retry_after=99.0) == 5.0
+    judge.close()
+
+
+def test_concurrency_is_bounded(fake_server):
+    server = fake_server(lambda b, h, n: Reply.chat('{"criteria_met": true}', delay_s=0.1))
+    task = Task("c", "x", ({"role": "user", "content": "q"},),
+                tuple(crit(f"c/{i}", f"crit {i}", 1) for i in range(6)))
+    with fast_judge(server.url, max_concurrency=3, timeout_s=5) as judge:
+        m = judge.score(task, ["a", "b"])
+    assert (m.status == OK).all() and len(server.requests) == 12
+    assert server.max_inflight == 3
+
+
+def test_identical_calls_are_made_once_per_batch(fake_server):
+    server = fake_server(answer_by_criterion)
+    with fast_judge(server.url) as judge:
+        [m1, m2] = judge.score_batch([TASK, TASK], [["same", "same", "other"], ["same"]])
+    assert len(server.requests) == 3 * 2  # 3 criteria x 2 distinct responses
+    assert m1.cache_hit.sum() + m2.cache_hit.sum() == 3 * 2
+    assert m1.verdicts[:, 0].tolist() == m1.verdicts[:, 1].tolist() == m2.verdicts[:, 0].tolist()
+
+
+def test_cache_hits_on_repeat_and_misses_when_model_prompt_or_sampling_change(fake_server, tmp_path):
+    server = fake_server(answer_by_criterion)
+    path = str(tmp_path / "judge_cache.sqlite")
+    with fast_judge(server.url, cache=path) as judge:
+        first = judge.score(TASK, RESPONSES)
+    assert len(server.requests) == 6 and not first.cache_hit.any()
+    with fast_judge(server.url, cache=path) as judge:  # a new process would see the same file
+        again = judge.score(TASK, RESPONSES)
+        assert judge.stats["cache_hits"] == 6 and judge.stats["requests"] == 0
+    assert len(server.requests) == 6 and again.cache_hit.all()
+    np.testing.assert_array_equal(first.verdicts, again.verdicts)
+    assert again.explanations.tolist() == first.explanations.tolist()
+    for change in ({"temperature": 0.7}, {"max_tokens": 100}, {"mode": "per_rubric"}):
+        with fast_judge(server.url, cache=path, **change) as judge:
+            judge.score(TASK, RESPONSES[:1], TASK.criteria[:1])
+            assert judge.stats["requests"] == 1, change
+    with OpenAIJudge(f"{server.url}/v1", "another-model", cache=path) as judge:
+        judge.score(TASK, ["A brand new response"], TASK.criteria[:1])
+        judge.score(TASK, ["A brand new response"], TASK.criteria[:1])
+        assert judge.stats["requests"] == 1 and judge.stats["cache_hits"] == 1
+
+
+def test_failed_calls_are_not_cached(fake_server, tmp_path):
+    state = {"up": False}
+    server = fake_server(lambda b, h, n: Reply.chat('{"criteria_met": true}') if state["up"] else DROP)
+    cache = JudgeCache(tmp_path / "c.sqlite")
+    with fast_judge(server.url, cache=cache, max_retries=0) as judge:
+        assert judge.score(TASK, ["r"], TASK.criteria[:1]).status.tolist() == [[ERROR]]
+        state["up"] = True
+        assert judge.score(TASK, ["r"], TASK.criteria[:1]).status.tolist() == [[OK]]
+    assert len(cache) == 1
+
+
+def test_openai_judge_sends_a_key_from_the_environment_and_never_shows_it(fake_server, monkeypatch, tmp_path):
+    server = fake_server(answer_by_criterion)
+    monkeypatch.setenv("JUDGE_TEST_KEY", "secret-judge-key")
+    with fast_judge(server.url, api_key_env="JUDGE_TEST_KEY", cache=str(tmp_path / "c.sqlite")) as judge:
+        judge.score(TASK, ["r"], TASK.criteria[:1])
+        assert "secret" not in repr(judge)
+    assert server.requests[0][1]["authorization"] == "Bearer secret-judge-key"
+    assert b"secret-judge-key" not in (tmp_path / "c.sqlite").read_bytes()
+    monkeypatch.delenv("JUDGE_TEST_KEY")
+    with pytest.raises(RuntimeError, match="JUDGE_TEST_KEY is not set"):
+        fast_judge(server.url, api_key_env="JUDGE_TEST_KEY")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Anthropic judge against a fake Messages API
+
+@pytest.fixture
+def anthropic_key(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+    return ANTHROPIC_KEY
+
+
+def anthropic_judge(url, **kw):
+    from harnessrl_jax.rubric.judges import AnthropicJudge
+
+    opts = dict(timeout_s=2.0, max_retries=2, backoff_s=0.01, max_backoff_s=0.05)
+    opts.update(kw)
+    return AnthropicJudge("claude-test", base_url=url, **opts)
+
+
+def test_anthropic_judge_reads_tool_verdicts_over_the_messages_api(fake_server, anthropic_key, tmp_path):
+    def behave(body, headers, n):
+        if n == 0:
+            return Reply.json({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}},
+                              status=529)
+        met = "Mentions drinking water" in prompt_of(body)
+        return Reply.json(anthropic_message([
+            {"type": "tool_use", "id": f"tu_{n}", "name": "record_verdict",
+             "input": {"explanation": "by tool", "criteria_met": met}}], stop_reason="tool_use"))
+
+    server = fake_server(behave)
+    with anthropic_judge(server.url, cache=str(tmp_path / "c.sqlite"), max_concurrency=1) as judge:
+        m = judge.score(TASK, RESPONSES[:1], TASK.criteria[:2])
+        assert ANTHROPIC_KEY not in repr(judge) and judge.stats["retries"] == 1
+    assert m.verdicts.tolist() == [[1.0], [0.0]] and m.explanations[0, 0] == "by tool"
+    path, headers, body = server.requests[1]
+    assert path == "/v1/messages" and "anthropic-version" in headers
+    # SDK versions differ in how they send the key: x-api-key, or a bearer token.
+    assert headers.get("x-api-key") == ANTHROPIC_KEY or headers.get("authorization") == f"Bearer {ANTHROPIC_KEY}"
+    assert body["model"] == "claude-test" and body["tool_choice"] == {"type": "tool", "name": "record_verdict"}
+    assert body["tools"][0]["input_schema"] == verdict_schema()
+    assert ANTHROPIC_KEY.encode() not in (tmp_path / "c.sqlite").read_bytes()
+
+
+def test_anthropic_judge_parses_text_answers_and_counts_failures(fake_server, anthropic_key):
+    def behave(body, headers, n):
+        if "Recommends seeing a doctor" in prompt_of(body):
+            return DROP
+        return Reply.json(anthropic_message([{"type": "text", "text": "```json\n{\"criteria_met\": false}\n```"}]))
+
+    server = fake_server(behave)
+    with anthropic_judge(server.url, structured_output="none", max_retries=1) as judge:
+        m = judge.score(TASK, RESPONSES[:1], TASK.criteria[:2])
+    assert "tools" not in server.bodies()[0] and "temperature" not in server.bodies()[0]
+    assert m.status[:, 0].tolist() == [OK, ERROR] and m.verdicts[0, 0] == 0.0
+
+
+def test_anthropic_judge_native_structured_output_and_sampling_fields(fake_server, anthropic_key):
+    server = fake_server(lambda b, h, n: Reply.json(anthropic_message([{"type": "text",
+                                                                        "text": '{"criteria_met": true}'}])))
+    with anthropic_judge(server.url, structured_output="json_schema", temperature=0.0) as judge:
+        m = judge.score(TASK, RESPONSES[:1], TASK.criteria[:1])
+    body = server.bodies()[0]
+    assert body["output_config"] == {"format": {"type": "json_schema", "schema": verdict_schema()}}
+    assert body["temperature"] == 0.0 and m.verdicts.tolist() == [[1.0]]
+
+
+def test_anthropic_judge_without_a_key_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(RuntimeError, match="ANTHROPIC_API_KEY"):
+        anthropic_judge("http://127.0.0.1:9")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The real thing: llama.cpp's OpenAI-compatible server serving SmolLM2-135M-Instruct
+
+REAL_PROMPT = "My child has a fever of 38.5 C. What should I do?"
+REAL_TASK = Task("real", "medical", ({"role": "user", "content": REAL_PROMPT},), (
+    crit("real/0", "Advises giving fluids.", 5),
+    crit("real/1", "Mentions paracetamol or ibuprofen.", 3),
+    crit("real/2", "Tells the parent to give aspirin to the child.", -5),
+))
+REAL_RESPONSES = ["Give plenty of fluids and paracetamol; see a doctor if it lasts over 3 days.",
+                  "Give the child aspirin and wait."]
+
+
+def llama_judge(server, **kw) -> OpenAIJudge:
+    opts = dict(structured_output="json_object", max_tokens=64, explanation_max_chars=60, timeout_s=60,
+                max_retries=1, backoff_s=0.05, max_concurrency=2)
+    opts.update(kw)
+    return OpenAIJudge(server.base_url, server.model, **opts)
+
+
+def test_llama_server_judge_structured_per_criterion_and_cache(llama_server, tmp_path, capsys):
+    path = str(tmp_path / "cache.sqlite")
+    with llama_judge(llama_server, cache=path) as judge:
+        t0 = time.perf_counter()
+        m = judge.score(REAL_TASK, REAL_RESPONSES)
+        cold = time.perf_counter() - t0
+    # The schema became a grammar, so every answer is a JSON object with a boolean: all parse.
+    assert (m.status == OK).all(), m.records()
+    assert np.isin(m.verdicts, (0.0, 1.0)).all() and all(isinstance(e, str) for e in m.explanations.ravel())
+    assert len(JudgeCache(path)) == 6
+    with llama_judge(llama_server, cache=path) as judge:
+        t0 = time.perf_counter()
+        again = judge.score(REAL_TASK, REAL_RESPONSES)
+        warm = time.perf_counter() - t0
+        assert judge.stats["requests"] == 0
+    assert again.cache_hit.all()
+    np.testing.assert_array_equal(m.verdicts, again.verdicts)
+    with capsys.disabled():
+        print(f"\n[llama.cpp judge] per_criterion: {m.verdicts.size} verdicts in {cold:.2f}s "
+              f"({m.verdicts.size / cold:.2f}/s); from cache {warm * 1e3:.1f} ms")
+
+
+def test_llama_server_judge_structured_per_rubric(llama_server, capsys):
+    with llama_judge(llama_server, mode="per_rubric", max_tokens=160, explanation_max_chars=40) as judge:
+        t0 = time.perf_counter()
+        m = judge.score(REAL_TASK, REAL_RESPONSES)
+        dt = time.perf_counter() - t0
+        assert judge.stats["requests"] == 2
+    assert (m.status == OK).all(), m.records()
+    with capsys.disabled():
+        print(f"\n[llama.cpp judge] per_rubric: {m.verdicts.size} verdicts in {dt:.2f}s "
+              f"({m.verdicts.size / dt:.2f}/s)")
+
+
+def test_llama_server_judge_free_text_is_parsed_or_recorded_unparsed(llama_server):
+    with llama_judge(llama_server, structured_output="none", max_tokens=48) as judge:
+        m = judge.score(REAL_TASK, REAL_RESPONSES)
+    assert set(m.status.ravel()) <= {OK, UNPARSED}
+    assert np.array_equal(np.isnan(m.verdicts), m.status == UNPARSED)
+    for k, j in zip(*np.nonzero(m.status == UNPARSED)):
+        assert m.explanations[k, j]  # the raw answer is kept for inspection
+
+
+def test_llama_server_judge_retries_through_a_flaky_proxy(llama_server, fake_server):
+    """A proxy in front of the real server fails the first request (503) and drops the second; retries recover."""
+    def behave(body, headers, n):
+        if n == 0:
+            return Reply.json({"error": "warming up"}, status=503)
+        if n == 1:
+            return DROP
+        r = httpx.post(f"{llama_server.base_url}/chat/completions", json=body, timeout=60)
+        return Reply.json(r.json(), status=r.status_code)
+
+    proxy = fake_server(behave)
+    with OpenAIJudge(f"{proxy.url}/v1", llama_server.model, structured_output="json_object", max_tokens=64,
+                     explanation_max_chars=60, max_retries=3, backoff_s=0.05, max_concurrency=1) as judge:
+        m = judge.score(REAL_TASK, REAL_RESPONSES[:1], REAL_TASK.criteria[:1])
+        assert judge.stats["retries"] == 2 and judge.stats["requests"] == 3
+    assert m.status.tolist() == [[OK]]
+
+
+def test_llama_server_judge_routed_with_rules_and_throughput(llama_server, capsys):
+    task = Task("mix", "writing", ({"role": "user", "content": "Write one sentence about the sea."},), (
+        rule_crit("mix/0", "keywords:existence", {"keywords": ["sea"]}, 2),
+        crit("mix/1", "The sentence is poetic.", 1, "verifier:llm"),
+        rule_crit("mix/2", "length_constraints:number_words", {"num_words": 30, "relation": "less than"}, 1),
+    ))
+    responses = ["The sea sings softly to the moon.", "Water is wet."]
+    with RoutingJudge(llama_judge(llama_server)) as judge:
+        m = judge.score(task, responses)
+    assert m.judges == ("rule", "openai-chat:smollm2", "rule")
+    assert m.verdicts[0].tolist() == [1, 0] and m.verdicts[2].tolist() == [1, 1]
+    assert m.status[1].tolist() == [OK, OK]
+    # Rule throughput, for the record: a realistic mix of checkers on 8 responses.
+    rtask = Task("rt", "if", ({"role": "user", "content": "Write about tea."},), tuple(
+        rule_crit(f"rt/{i}", rid, kw) for i, (rid, kw) in enumerate([
+            ("keywords:existence", {"keywords": ["tea"]}),
+            ("length_constraints:number_words", {"num_words": 50, "relation": "at least"}),
+            ("length_constraints:number_sentences", {"num_sentences": 3, "relation": "less than"}),
+            ("detectable_format:number_bullet_lists", {"num_bullets": 3}),
+            ("punctuation:no_comma", {}),
+            ("change_case:english_lowercase", {}),
+        ])))
+    text = "* green tea is calm. it helps focus.\n* black tea is strong\n* oolong sits between them. " * 4
+    judge = RuleJudge()
+    judge.score(rtask, [text])  # warm-up: nltk's punkt loads once
+    t0 = time.perf_counter()
+    n = 0
+    while time.perf_counter() - t0 < 1.0:
+        n += judge.score(rtask, [text] * 8).verdicts.size
+    with capsys.disabled():
+        print(f"\n[rule judge] {n / (time.perf_counter() - t0):.0f} verdicts/s")
