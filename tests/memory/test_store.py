@@ -1,0 +1,298 @@
+"""The record store: round trip, atomic steps (also under SIGKILL), the time index, reversals, resume positions."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from harnessrl_jax.memory import ActionRecord, DrawRecord, Memory, RecordStore, harness_changes, undoes
+
+NAN = float("nan")
+
+
+def record(step, task, scores, *, texts=None, actions=(), harness=None, task_label=None, responses=None):
+    s = np.asarray(scores, np.float64)
+    k, j = s.shape
+    rewards = np.where(np.isnan(s).all(0), NAN, np.nanmean(np.where(np.isnan(s), 0, s), 0) * 100)
+    return DrawRecord(step=step, task_id=task, criterion_ids=tuple(f"c{i}" for i in range(k)),
+                      criterion_texts=tuple(texts or (f"{task} criterion {i}" for i in range(k))),
+                      responses=tuple(responses or (f"{task}@{step} response {jj}" for jj in range(j))), scores=s,
+                      rewards=rewards, harness=harness or {"level": 0}, task_label=task_label, actions=tuple(actions))
+
+
+def same(a: DrawRecord, b: DrawRecord):
+    for f in ("step", "task_id", "criterion_ids", "criterion_texts", "responses", "task_label", "actions"):
+        assert getattr(a, f) == getattr(b, f), f
+    assert dict(a.harness) == dict(b.harness) and dict(a.labels) == dict(b.labels)
+    assert dict(a.dynamics) == dict(b.dynamics)
+    np.testing.assert_array_equal(a.scores, b.scores)  # NaN == NaN here
+    np.testing.assert_array_equal(a.rewards, b.rewards)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = RecordStore(str(tmp_path / RecordStore.FILE))
+    yield s
+    s.close()
+
+
+def test_records_round_trip_every_field_including_nan_cells(store):
+    act = ActionRecord("rubric", "rewrite", "accepted", label="spurious", criterion_ids=("c1",),
+                       evidence_ids=("draw:3", "crit:9"), deltas={"delta_c": 4.5}, round=2, reason="in band",
+                       changes={"rubric.c1.text": ["old", "new"]}, payload={"op": "rewrite", "text": "new"})
+    r = DrawRecord(
+        step=7, task_id="t/1", criterion_ids=("c0", "c1"), criterion_texts=("Names the reaction", "Uses β-glucose"),
+        responses=("ünïcode\nresponse", ""), scores=np.array([[1, NAN], [0, 1]]), rewards=np.array([50.0, NAN]),
+        harness={"level": np.int64(2), "guidance": {"criterion": "x"}, "weights": np.array([1.0, 2.0])},
+        labels={"c0": "agree", "c1": "spurious"}, task_label="saturated", actions=(act,),
+        dynamics={"u": np.float32(0.5), "advantage_std": 0.25})
+    store.append_step(7, [r])
+    (back,) = store.history("t/1")
+    expected = DrawRecord(**{**r.__dict__, "harness": {"level": 2, "guidance": {"criterion": "x"},
+                                                        "weights": [1.0, 2.0]}, "dynamics": {"u": 0.5,
+                                                                                           "advantage_std": 0.25}})
+    same(back, expected)
+    assert back.draw_id is not None and store.record(back.draw_id).responses == r.responses
+
+
+def test_append_step_rejects_bad_records_and_steps_that_do_not_advance(store):
+    with pytest.raises(ValueError, match="scores shape"):
+        store.append_step(1, [DrawRecord(1, "a", ("c0",), ("t",), ("r0", "r1"), np.zeros((1, 3)), np.zeros(2))])
+    with pytest.raises(ValueError, match="scores must be 0, 1 or NaN"):
+        store.append_step(1, [record(1, "a", [[0.5, 1]])])
+    with pytest.raises(ValueError, match="has step 2"):
+        store.append_step(1, [record(2, "a", [[1, 1]])])
+    store.append_step(1, [record(1, "a", [[1, 1]])])
+    with pytest.raises(ValueError, match="not after the last committed step 1"):
+        store.append_step(1, [record(1, "b", [[1, 1]])])
+
+
+def test_a_step_that_fails_midway_leaves_no_trace(store, monkeypatch):
+    store.append_step(1, [record(1, "a", [[1, 0]])])
+    calls = []
+    original = RecordStore._insert_draw
+
+    def fail_on_second(self, r):
+        calls.append(r.task_id)
+        if len(calls) == 2:
+            raise RuntimeError("disk full")
+        return original(self, r)
+
+    monkeypatch.setattr(RecordStore, "_insert_draw", fail_on_second)
+    with pytest.raises(RuntimeError, match="disk full"):
+        store.append_step(2, [record(2, "a", [[1, 1]]), record(2, "b", [[0, 0]])])
+    assert store.last_step == 1 and [r.step for r in store.history("a")] == [1] and store.history("b") == []
+    assert store.positions() == {"schema": 1, "step": 1, "draws": 1, "criteria": 1}
+
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    from harnessrl_jax.memory.store import RecordStore, DrawRecord
+    path, mode = sys.argv[1], sys.argv[2]
+    store = RecordStore(path)
+
+    def rec(step, task):
+        return DrawRecord(step, task, ("c0", "c1"), (task + " a", task + " b"), ("x" * 2000,) * 8,
+                          np.ones((2, 8)), np.full(8, 100.0))
+
+    if mode == "hook":
+        for step in range(3):
+            store.append_step(step, [rec(step, f"t{i}") for i in range(4)])
+        original = RecordStore._insert_draw
+        n = [0]
+        def stall(self, r):
+            out = original(self, r)
+            n[0] += 1
+            if n[0] == 2:  # two of this step's four draws are written, the transaction is open
+                print("mid-step", flush=True)
+                time.sleep(600)
+            return out
+        RecordStore._insert_draw = stall
+        store.append_step(3, [rec(3, f"t{i}") for i in range(4)])
+    else:
+        step = 0
+        print("started", flush=True)
+        while True:
+            store.append_step(step, [rec(step, f"t{i}") for i in range(16)])
+            step += 1
+""")
+
+
+def _child(tmp_path, mode):
+    path = str(tmp_path / RecordStore.FILE)
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    return path, subprocess.Popen([sys.executable, str(script), path, mode], stdout=subprocess.PIPE, text=True,
+                                  cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+
+
+def test_sigkill_mid_step_keeps_earlier_steps_and_drops_the_partial_one(tmp_path):
+    path, proc = _child(tmp_path, "hook")
+    try:
+        assert proc.stdout.readline().strip() == "mid-step"
+        # The uncommitted draws are already in the WAL file: a kill now is a kill mid-write.
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(30)
+    store = RecordStore(path)
+    assert store.last_step == 2 and store.positions()["draws"] == 12
+    assert [r.step for r in store.history("t0")] == [2, 1, 0] and store.history("t3", limit=1)[0].step == 2
+    assert store.db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    store.append_step(3, [record(3, "t0", [[1, 1]])])  # the run continues where it stopped
+    assert store.last_step == 3
+
+
+@pytest.mark.parametrize("delay", [0.4, 0.9, 1.7])
+def test_sigkill_at_any_moment_leaves_only_whole_steps(tmp_path, delay):
+    path, proc = _child(tmp_path, "loop")
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        time.sleep(delay)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(30)
+    db = sqlite3.connect(path)
+    steps = [s for (s,) in db.execute("SELECT step FROM steps ORDER BY step")]
+    per_step = dict(db.execute("SELECT step, count(*) FROM draws GROUP BY step"))
+    assert steps and steps == list(range(len(steps)))
+    assert per_step == {s: 16 for s in steps}  # no draws of an uncommitted step
+    assert db.execute("SELECT count(*) FROM outcomes").fetchone()[0] == 32 * len(steps)
+
+
+def test_history_is_newest_first_and_filters_by_step_and_limit(store):
+    for step in range(1, 6):
+        # Task "a" is drawn twice at step 3: both draws are kept, the later one first.
+        recs = [record(step, "a", [[step % 2, 1]]), record(step, "b", [[0, 0]])]
+        if step == 3:
+            recs.append(record(step, "a", [[1, 1]], responses=("second draw", "second draw")))
+        store.append_step(step, recs)
+    assert [r.step for r in store.history("a")] == [5, 4, 3, 3, 2, 1]
+    assert store.history("a")[2].responses == ("second draw",) * 2
+    assert [r.step for r in store.history("a", before_step=4)] == [3, 3, 2, 1]
+    assert [r.step for r in store.history("a", before_step=4, limit=2)] == [3, 3]
+    assert store.history("a", before_step=1) == [] and store.history("nobody") == []
+
+
+def test_ever_met_pass_rates_and_reward_trajectory_match_hand_counts(store):
+    recs = [record(1, "a", [[0, 0, 0, 0], [1, 1, 0, 0]]), record(2, "a", [[0, NAN, 0, 0], [1, 1, 1, 1]]),
+            record(3, "a", [[1, 0, 0, 0], [1, 1, 1, 1]])]
+    for r in recs:
+        store.append_step(r.step, [r])
+    assert not store.ever_met("a", "c0", before_step=3) and store.ever_met("a", "c0")
+    assert store.met_criteria("a", before_step=2) == {"c1"} and store.met_criteria("a") == {"c0", "c1"}
+    assert store.ever_met("a", "c0", text="a criterion 0") and not store.ever_met("a", "c0", text="other wording")
+    rates = store.pass_rates("a")
+    np.testing.assert_allclose(rates["c0"], [0.25, 0.0, 0.0])  # NaN cells are not counted as failures
+    np.testing.assert_allclose(rates["c1"], [1.0, 1.0, 0.5])
+    np.testing.assert_allclose(store.pass_rates("a", before_step=3, last=1)["c1"], [1.0])
+    traj = store.reward_trajectory("a")
+    np.testing.assert_allclose(traj[:, 0], [1, 2, 3])
+    np.testing.assert_allclose(traj[:, 1], [25.0, 50.0, 62.5])
+    store.append_step(4, [DrawRecord(4, "a", (), (), ("r",), np.zeros((0, 1)), np.array([NAN]))])
+    assert np.isnan(store.reward_trajectory("a")[-1, 1])  # every reward failed: no mean, not 0
+
+
+def test_rewritten_criterion_gets_a_new_row_and_keeps_its_own_evidence(store):
+    store.append_step(1, [record(1, "a", [[1, 0]], texts=["Mentions cellulose"])])
+    store.append_step(2, [record(2, "a", [[0, 0]], texts=["Explains why cellulose is insoluble"])])
+    rows = store.criterion_rows()
+    assert [(t, c, x) for _, t, c, x in rows] == [("a", "c0", "Mentions cellulose"),
+                                                  ("a", "c0", "Explains why cellulose is insoluble")]
+    met, failed = store.examples(rows[0][0])
+    assert [(e[1], e[2]) for e in met] == [(1, 0)] and [(e[1], e[2]) for e in failed] == [(1, 1)]
+    met, failed = store.examples(rows[1][0])
+    assert met == [] and [(e[1], e[2]) for e in failed] == [(2, 0), (2, 1)]
+
+
+def _act(verdict, target, before, after, op="add_field"):
+    return ActionRecord("guidance", op, verdict, label="blind", changes={target: [before, after]})
+
+
+def test_undo_means_every_changed_target_returns_to_its_earlier_value():
+    add = _act("accepted", "guidance.criterion", None, "Name the reaction")
+    assert undoes(_act("accepted", "guidance.criterion", "Name the reaction", None, "drop_field"), add)
+    assert not undoes(_act("accepted", "guidance.criterion", "Name the reaction", "other", "add_field"), add)
+    assert not undoes(_act("accepted", "guidance.reference", "x", None, "drop_field"), add)
+    merge = ActionRecord("rubric", "merge", "accepted", changes={"c1": ["a", None], "c2": ["b", None],
+                                                                 "c3": [None, "ab"]})
+    split = ActionRecord("rubric", "split", "accepted", changes={"c3": ["ab", None], "c1": [None, "a"],
+                                                                 "c2": [None, "b"]})
+    assert undoes(split, merge) and not undoes(merge, ActionRecord("rubric", "noop", "noop"))
+
+
+def test_harness_changes_flattens_nested_slices():
+    before = {"level": 0, "guidance": {"criterion": None}, "criteria": {"c1": {"text": "a", "points": 1.0}}}
+    after = {"level": 1, "guidance": {"criterion": "hint"}, "criteria": {"c1": {"text": "a", "points": 2.0}}}
+    assert harness_changes(before, after) == {"level": [0, 1], "guidance.criterion": [None, "hint"],
+                                              "criteria.c1.points": [1.0, 2.0]}
+    assert harness_changes(before, before) == {}
+
+
+def test_reversals_count_undos_within_two_draws_of_the_task(store):
+    down = _act("accepted", "level", 0, 1, "downweight")
+    restore = _act("accepted", "level", 1, 0, "restore")
+    rejected_restore = _act("rejected", "level", 1, 0, "restore")
+    # Task a: downweight at its 1st draw, restored at its 3rd draw (2 draws later): a reversal.
+    # Task b: downweight at its 1st draw, restored at its 4th draw: too late to count. Rejected undos never count.
+    plan = {1: {"a": [down], "b": [down]}, 2: {"a": [rejected_restore], "b": []}, 3: {"a": [restore], "b": []},
+            4: {"b": [restore]}}
+    for step, per_task in plan.items():
+        store.append_step(step, [record(step, t, [[1, 0]], actions=acts) for t, acts in per_task.items()])
+    assert store.reversals() == (1, 4)  # 4 accepted, one of them undone in time
+    assert store.reversals(since_step=3) == (0, 2)
+    # The proposer's check: at step 3, restoring task a would undo step 1's downweight (1 and 2 are its last 2 draws).
+    assert store.would_reverse("a", restore, before_step=3) == (1, down)
+    assert store.would_reverse("b", restore, before_step=5) is None  # b's last two draws are steps 3 and 4
+    assert [(s, a.op) for s, _, a in store.actions("a", verdict="accepted")] == [(3, "restore"), (1, "downweight")]
+
+
+def test_truncate_after_resume_step_drops_later_steps_and_their_criteria(store):
+    store.append_step(1, [record(1, "a", [[1, 0]])])
+    store.append_step(2, [record(2, "a", [[1, 1]], texts=["new wording"]), record(2, "b", [[0, 1]])])
+    assert store.positions() == {"schema": 1, "step": 2, "draws": 3, "criteria": 3}
+    dropped = store.truncate_after(1)
+    assert len(dropped) == 2 and store.positions() == {"schema": 1, "step": 1, "draws": 1, "criteria": 1}
+    assert [r.step for r in store.history("a")] == [1] and store.pass_rates("b") == {}
+
+
+def test_memory_open_at_checkpoint_positions_is_exact_and_refuses_a_foreign_memory(tmp_path):
+    mem = Memory.open(str(tmp_path), embedder=None)
+    mem.append_step(0, [record(0, "a", [[1, 0]])])
+    pos = mem.save()
+    mem.append_step(1, [record(1, "a", [[1, 1]])])
+    mem.close()
+    mem = Memory.open(str(tmp_path), embedder=None, positions=pos)
+    assert mem.positions() == pos and [r.step for r in mem.history("a")] == [0]
+    mem.append_step(1, [record(1, "a", [[0, 0]])])  # resumed step 1 replaces the lost one
+    assert mem.history("a")[0].scores.tolist() == [[0, 0]]
+    mem.close()
+    with pytest.raises(ValueError, match="not this run's memory"):
+        Memory.open(str(tmp_path), embedder=None, positions={"step": 1, "draws": 5})
+
+
+def test_save_into_another_directory_writes_a_complete_copy(tmp_path):
+    mem = Memory.open(str(tmp_path / "run"), embedder=None)
+    mem.append_step(0, [record(0, "a", [[1, 0]]), record(0, "b", [[1, 1]])])
+    pos = mem.save(str(tmp_path / "ckpt"))
+    mem.append_step(1, [record(1, "a", [[0, 0]])])
+    copy = Memory.open(str(tmp_path / "ckpt"), embedder=None)
+    assert copy.positions() == pos and [r.step for r in copy.history("a")] == [0]
+    same(copy.history("b")[0], mem.history("b")[0])
+
+
+def test_schema_version_is_checked(tmp_path):
+    path = str(tmp_path / "m.sqlite")
+    RecordStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version=99")
+    db.close()
+    with pytest.raises(RuntimeError, match="schema version 99"):
+        RecordStore(path)
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
