@@ -1,9 +1,12 @@
-"""The training-time harness H_t = (p_t, g_t, c_t): state pytrees, typed actions, pure transitions, rendering."""
+"""The training-time harness H_t = (p_t, g_t, c_t): state pytrees, typed actions, pure transitions, rendering.
+
+Rendering lives in `harnessrl_jax.harness.render` (`render`, `render_bare`, `render_prompt`); its function of the same
+name is not re-exported here, so the module stays reachable as `harness.render`.
+"""
 
 from harnessrl_jax.harness.ops import (AddField, CreateCriterion, DeleteCriterion, DownweightTask, DropField,
                                        InvalidAction, MergeCriteria, Noop, RestoreTask, ReweightCriterion,
                                        RewriteCriterion, SplitCriterion, action_from_dict)
-from harnessrl_jax.harness.render import render, render_bare, render_prompt
 from harnessrl_jax.harness.state import (FIELDS, GAMMAS, GuidanceState, HarnessState, MountedField, RubricCriterion,
                                          RubricState, SamplingState, anchor_share, guidance_cap, sample_tasks)
 from harnessrl_jax.harness.transitions import (DEFAULT_TRANSITIONS, FROZEN_TRANSITIONS, Transitions,
