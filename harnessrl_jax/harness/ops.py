@@ -24,6 +24,8 @@ import dataclasses
 import math
 from typing import Any, ClassVar, Mapping, Sequence
 
+import numpy as np
+
 from harnessrl_jax.harness.state import FIELDS, NUM_LEVELS, HarnessState, RubricCriterion
 from harnessrl_jax.rubric import schema
 
@@ -55,11 +57,14 @@ class Action:
             _REGISTRY[cls.op] = cls
 
     def __post_init__(self):
-        # JSON gives lists; the dataclasses are frozen and hashable, so sequences are kept as tuples.
+        # JSON gives lists and callers may hand numpy scalars; actions are frozen, hashable and written as JSON,
+        # so sequences are kept as tuples and numbers as Python numbers.
+        def plain(v):
+            if isinstance(v, (list, tuple)):
+                return tuple(plain(x) for x in v)
+            return v.item() if isinstance(v, np.generic) else v
         for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, list):
-                object.__setattr__(self, f.name, tuple(tuple(x) if isinstance(x, list) else x for x in v))
+            object.__setattr__(self, f.name, plain(getattr(self, f.name)))
 
     def validate(self, state: HarnessState) -> None:
         """Raises InvalidAction if this action cannot apply to `state`."""

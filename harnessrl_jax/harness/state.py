@@ -321,7 +321,10 @@ class HarnessState:
 
     def replace(self, **parts) -> HarnessState:
         """A new harness with some parts (`sampling`, `guidance`, `rubric`) replaced."""
-        return dataclasses.replace(self, **parts)
+        new = dataclasses.replace(self, **parts)
+        if "_index" in self.__dict__ and new.task_ids == self.task_ids:  # same tasks: reuse the id -> row map
+            new.__dict__["_index"] = self.__dict__["_index"]
+        return new
 
     # ------------------------------------------------------------------------------------------- construction
 

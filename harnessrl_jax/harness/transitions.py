@@ -110,6 +110,8 @@ def keep_anchor_share(criteria: Sequence[RubricCriterion], share: float) -> tupl
     target = a * (1.0 - share) / share
     if b == target:
         return criteria
+    if b <= 0.0:  # `validate` rules this out; a swapped-in rule that skips it must not divide by zero
+        raise ValueError("no positive non-anchor criterion to carry the non-anchor share of the weight")
     f = target / b
     return tuple(dataclasses.replace(c, points=c.points * f) if c.points > 0 and not c.anchor else c
                  for c in criteria)
@@ -147,14 +149,15 @@ def apply_rubric(state: HarnessState, action: ops.Action) -> HarnessState:
         k = pos[action.criterion_id]
         crits[k] = dataclasses.replace(crits[k], points=float(action.points))
     elif isinstance(action, ops.MergeCriteria):
-        parents = sorted((pos[cid] for cid in action.criterion_ids))
-        tags = ops.merged_tags([crits[pos[cid]] for cid in action.criterion_ids]) if action.tags is None \
-            else tuple(action.tags)
+        parents = [crits[pos[cid]] for cid in action.criterion_ids]
+        tags = ops.merged_tags(parents) if action.tags is None else tuple(action.tags)
         (cid,), next_id = _fresh_ids(action.task_id, taken, next_id, 1)
         merged = RubricCriterion(cid, action.text, float(action.points), tags, False, action.origin, 1,
                                  tuple(action.criterion_ids))
-        # The merged criterion takes the place of the first of its parents.
-        crits = [merged if k == parents[0] else c for k, c in enumerate(crits) if k == parents[0] or k not in parents]
+        # The merged criterion takes the place of the first of its parents in rubric order.
+        first = min(pos[cid] for cid in action.criterion_ids)
+        crits = [merged if k == first else c for k, c in enumerate(crits)
+                 if k == first or c.id not in action.criterion_ids]
     elif isinstance(action, ops.SplitCriterion):
         k = pos[action.criterion_id]
         parent = crits[k]

@@ -452,3 +452,11 @@ def test_invariants_hold_over_random_action_sequences(seed, data):
         state = new
     # Round trip at the end of every sequence.
     assert HarnessState.from_dict(json.loads(json.dumps(state.to_dict()))).to_dict() == state.to_dict()
+
+
+def test_numpy_numbers_in_actions_become_python_numbers():
+    a = ReweightCriterion("a", "a/c1", np.float32(3.0))
+    assert a == ReweightCriterion("a", "a/c1", 3.0) and type(a.points) is float
+    s = SplitCriterion("a", "a/c1", ["p", "q"], np.array([1.0, 2.0]).tolist())
+    assert s.points == (1.0, 2.0) and s.texts == ("p", "q")
+    json.dumps(SplitCriterion("a", "a/c1", ("p", "q"), tuple(np.array([1, 2]))).to_dict())
