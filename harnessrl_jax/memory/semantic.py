@@ -64,7 +64,8 @@ class Embedder:
 
         self.name = model_name(name_or_path)
         self.model = SentenceTransformer(path, device=device, local_files_only=True)
-        self.dim = int(self.model.get_sentence_embedding_dimension())
+        dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(dim())
         self.batch_size = batch_size
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -170,6 +171,7 @@ class SemanticIndex:
             embedder_path(self._spec)  # fail at open, not at the first new criterion, when the model is missing
         self.model = model_name(embedder) if isinstance(embedder, str) else embedder.name
         self.index: CriterionIndex | None = None
+        self.synced: str | None = None  # what the last sync did, for logs and tests
         self._query_cache: dict[str, np.ndarray] = {}
 
     @property
@@ -212,6 +214,10 @@ class SemanticIndex:
 
     def sync(self, directory: str) -> str:
         """Loads the index file and brings it in line with SQLite: 'loaded', 'extended', 'trimmed' or 'rebuilt'."""
+        self.synced = self._sync(directory)
+        return self.synced
+
+    def _sync(self, directory: str) -> str:
         path = os.path.join(directory, self.filename())
         want = self.store.row_ids()
         have = None

