@@ -1,0 +1,46 @@
+"""Defaults every experiment starts from; not a runnable config by itself.
+
+Experiments call `get_config()` here and override what differs. Parts are chosen by name (model_name, method,
+tasks.source, advantage, loss.name) and each part's own settings sit in the sub-dict beside its name.
+"""
+
+import ml_collections
+
+
+def get_config(arg=None):
+    del arg
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.method = "grpo"  # harnessrl_jax.loop.METHODS
+    c.total_steps = 500  # HarnessRL: 500 GRPO steps
+
+    # Policy: a preset name or path for load_pretrained, or "tiny" (random, character vocabulary).
+    c.model_name = "smollm2-135m-instruct"
+    c.model = dict(compute_dtype="float32", remat=False, init_std=0.02)
+
+    # Tasks: "jsonl" reads tasks.path with rubric.schema.load_tasks; "toy" builds the letter tasks in code.
+    c.tasks = dict(source="jsonl", path="", letters="q", thresholds=(1, 3))
+
+    # Rollouts (HarnessRL: 512 tasks x J = 8 per step, temperature 1.0).
+    c.tasks_per_step = 512
+    c.num_generations = 8
+    c.max_prompt_len = 512
+    c.max_new_tokens = 512
+    c.temperature = 1.0
+    c.top_p = 1.0
+    c.top_k = 0
+
+    # GRPO.
+    c.advantage = "grpo"  # grpo | dr_grpo | rloo (rl.grpo.ADVANTAGE_FNS)
+    c.loss = dict(name="grpo", clip_low=0.2, clip_high=0.2, kl_coef=0.001, agg="token-mean", tis_cap=0.0,
+                  log_ratio_clip=20.0)  # tis_cap 0: truncated importance sampling off
+    c.optim = dict(lr=1e-6, schedule="constant", warmup_steps=0, end_lr_factor=0.0, b1=0.9, b2=0.999, eps=1e-8,
+                   weight_decay=0.0, max_grad_norm=1.0)
+    c.optim.total_steps = c.get_ref("total_steps")
+    c.micro_batches = 1
+
+    # Mesh over all devices (num_devices 0) or the first num_devices; -1 takes what the others leave.
+    c.mesh = dict(data=1, fsdp=-1, tensor=1, num_devices=0)
+
+    c.checkpoint = dict(every=50, max_to_keep=3, async_save=True)
+    return c

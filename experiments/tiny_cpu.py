@@ -1,0 +1,31 @@
+"""Tiny random model learning a toy rule task on the CPU; seconds per step.
+
+    python launch/train.py --config=experiments/tiny_cpu.py --workdir=/tmp/tiny_cpu
+
+A 2-layer model over a 48-character vocabulary (harnessrl_jax.toy) is asked "say q"; its rubric gives a point
+for at least one 'q' and a point for at least three in 8 tokens. Reward starts near 0.1 of the maximum (uniform
+sampling) and passes 0.8 within about 40 steps (tests/test_train.py holds it to that).
+"""
+
+from experiments import base
+
+
+def get_config(arg=None):
+    c = base.get_config(arg)
+    c.total_steps = 40
+    c.model_name = "tiny"
+    c.tasks.source = "toy"
+    c.tasks.letters = "q"
+    c.tasks.thresholds = (1, 3)
+
+    c.tasks_per_step = 4
+    c.num_generations = 8
+    c.max_prompt_len = 16
+    c.max_new_tokens = 8
+
+    # A random model needs a large step size; the KL anchor to a random reference would only slow it.
+    c.loss.kl_coef = 0.0
+    c.optim.lr = 3e-3
+    c.mesh.num_devices = 1
+    c.checkpoint.every = 10
+    return c

@@ -1,0 +1,299 @@
+"""One training step end to end (DESIGN.md), so far for plain GRPO: the harness with every interface frozen.
+
+    tasks, u   = sample_tasks(...)              uniform sampling without replacement per epoch, so u = 1
+    prompts    = render_prompts(tasks, ...)     the chat template over each task's messages, no guidance
+    rollouts   = generate_rollouts(...)         n = J samples per prompt, token ids and logprobs kept
+    S, rewards = score_rollouts(tasks, ...)     rule checkers per criterion -> S [K, J] -> rubric reward [J]
+    advantages = compute_advantages(rewards)    per-task group advantages
+    state      = train_on_rollouts(...)         the sharded step (rl/step.py)
+    engine.update_weights(state.params)
+
+Each stage is its own function so the harness (issue 5 and 6) can swap `sample_tasks`, `render_prompts` and
+the scoring, and insert memory, attributor, proposer and critic between scoring and training. `setup` builds the
+parts a config names; `grpo_step` runs one step; launch/train.py owns the loop, logging and checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+
+from harnessrl_jax.models import init_params, load_pretrained, preset_config
+from harnessrl_jax.models.llama import ModelConfig, Params
+from harnessrl_jax.models.sharding import make_mesh
+from harnessrl_jax.rl import grpo
+from harnessrl_jax.rl.batch import build_batch, round_up
+from harnessrl_jax.rl.optim import make_optimizer
+from harnessrl_jax.rl.step import LossSettings, Trainer, TrainState, metrics_to_host, to_host
+from harnessrl_jax.rollout import JaxEngine, Rollouts
+from harnessrl_jax.rubric import rules
+from harnessrl_jax.rubric.reward import rubric_reward
+from harnessrl_jax.rubric.schema import Task, load_tasks
+
+# ------------------------------------------------------------------------------------------ parts by name
+
+
+def _tiny_model(config) -> tuple[ModelConfig, Params, Any]:
+    from harnessrl_jax import toy
+
+    tokenizer = toy.char_tokenizer()
+    model_config = preset_config("tiny").replace(vocab_size=round_up(tokenizer.vocab_size, 16), **_model_overrides(config))
+    params = init_params(model_config, jax.random.PRNGKey(config.seed), std=config.model.get("init_std", 0.02))
+    return model_config, params, tokenizer
+
+
+def _model_overrides(config) -> dict[str, Any]:
+    return {k: config.model[k] for k in ("compute_dtype", "remat") if k in config.model}
+
+
+# model_name -> (config -> (model config, params, tokenizer)); any other name goes to load_pretrained.
+MODELS: dict[str, Callable] = {"tiny": _tiny_model}
+
+TASK_SOURCES: dict[str, Callable[[Any], list[Task]]] = {
+    "toy": lambda tc: __import__("harnessrl_jax.toy", fromlist=["letter_tasks"]).letter_tasks(
+        tc.letters, tuple(tc.thresholds)),
+    "jsonl": lambda tc: load_tasks(tc.path),
+}
+
+
+def build_model(config) -> tuple[ModelConfig, Params, Any]:
+    """(model config, params, tokenizer) for config.model_name."""
+    if config.model_name in MODELS:
+        return MODELS[config.model_name](config)
+    model_config, params, tokenizer = load_pretrained(config.model_name, **_model_overrides(config))
+    if tokenizer is None:
+        raise ValueError(f"model {config.model_name!r} has no tokenizer files; the loop needs one")
+    return model_config, params, tokenizer
+
+
+def build_tasks(config) -> list[Task]:
+    """The training tasks of config.tasks.source, with every rule criterion's checker and kwargs validated."""
+    source = config.tasks.source
+    if source not in TASK_SOURCES:
+        raise ValueError(f"unknown task source {source!r}; known: {sorted(TASK_SOURCES)}")
+    if source == "jsonl" and not config.tasks.path:
+        raise ValueError("config.tasks.path is empty: point it at a JSONL task file (--config.tasks.path=...)")
+    tasks = TASK_SOURCES[source](config.tasks)
+    for task in tasks:
+        for c in task.criteria:
+            if c.verifier == "rule":  # fail at start-up, not hours into a run
+                try:
+                    rules.validate_kwargs(c.rule_id, c.rule_kwargs, prompt=_user_text(task))
+                except (KeyError, ValueError) as e:
+                    raise ValueError(f"task {task.id!r}, criterion {c.id!r}: {e}") from None
+    return tasks
+
+
+# ------------------------------------------------------------------------------------------------- set-up
+
+
+@dataclasses.dataclass
+class Run:
+    """The parts one training run is made of; built once by `setup`, read by every step."""
+
+    config: Any
+    model_config: ModelConfig
+    tokenizer: Any
+    tasks: list[Task]
+    trainer: Trainer
+    engine: JaxEngine
+    ref_params: Params | None
+    initial_params: Params  # host copy of the starting policy (the fresh train state is built from it)
+    seq_len: int
+    rows: int  # train batch rows: tasks_per_step * J, padded to the mesh and micro-batches
+
+
+def setup(config) -> Run:
+    """Model, tokenizer, tasks, mesh, trainer and engine for `config`; no train state yet (see `initial_state`)."""
+    model_config, params, tokenizer = build_model(config)
+    tasks = build_tasks(config)
+    lengths = [len(render_prompts([t], tokenizer)[0]) for t in tasks]
+    kept = [t for t, n in zip(tasks, lengths) if n <= config.max_prompt_len]
+    if len(kept) < len(tasks):
+        logging.warning("dropped %d of %d tasks whose prompt exceeds max_prompt_len=%d tokens",
+                        len(tasks) - len(kept), len(tasks), config.max_prompt_len)
+    if not kept:
+        raise ValueError(f"no task has a prompt within max_prompt_len={config.max_prompt_len} tokens")
+
+    devices = jax.devices()[: config.mesh.num_devices] if config.mesh.get("num_devices", 0) else None
+    mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor, devices=devices)
+    optimizer, schedule = make_optimizer(config.optim)
+    trainer = Trainer(model_config, optimizer, mesh, LossSettings.from_config(_loss_config(config)),
+                      schedule=schedule, micro_batches=config.micro_batches)
+    ref_params = trainer.place_params(params) if config.loss.kl_coef else None
+    engine = JaxEngine(trainer.model_config, params, tokenizer)
+    rows = round_up(config.tasks_per_step * config.num_generations, config.micro_batches * trainer.data_parallel)
+    seq_len = round_up(config.max_prompt_len + config.max_new_tokens, 8)
+    logging.info("model %s (%.1fM params, compute %s), %d tasks, mesh %s, batch %d x %d tokens",
+                 config.model_name, model_config.num_params() / 1e6, model_config.compute_dtype, len(kept),
+                 dict(mesh.shape), rows, seq_len)
+    return Run(config, trainer.model_config, tokenizer, kept, trainer, engine, ref_params, params, seq_len, rows)
+
+
+def _loss_config(config) -> dict[str, Any]:
+    loss = dict(config.loss)
+    loss["tis_cap"] = loss.get("tis_cap") or None  # 0 in a config means off
+    return {**loss, "temperature": config.temperature}
+
+
+def initial_state(run: Run) -> TrainState:
+    """The train state at step 0: the starting policy, a zeroed optimiser, the run's root key."""
+    state = run.trainer.init_state(run.initial_params, jax.random.PRNGKey(run.config.seed))
+    run.engine.update_weights(engine_params(state.params))
+    return state
+
+
+def engine_params(params: Params) -> Params:
+    """The params the in-process engine samples with: the sharded arrays themselves on one host; with several
+    processes, a full host copy on each (every process then samples the same rollouts from the same seed)."""
+    if jax.process_count() == 1:
+        return params
+    from jax.experimental import multihost_utils
+    return multihost_utils.process_allgather(params, tiled=True)
+
+
+# -------------------------------------------------------------------------------------------- the stages
+
+
+@dataclasses.dataclass(frozen=True)
+class DataPosition:
+    """Where the task stream is: each epoch is a permutation seeded by (seed, epoch), read from `index` on."""
+
+    epoch: int = 0
+    index: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, int]) -> "DataPosition":
+        return cls(int(d["epoch"]), int(d["index"]))
+
+
+def sample_tasks(num_tasks: int, batch_size: int, position: DataPosition, seed: int):
+    """(task indices, their importance weights u, next position): uniform without replacement within an epoch.
+
+    Sampling is uniform, so u = 1 / (N * p_i) = 1 for every task (the sampling interface later changes p).
+    """
+    picked, epoch, index = [], position.epoch, position.index
+    while len(picked) < batch_size:
+        order = np.random.default_rng((seed, epoch)).permutation(num_tasks)
+        take = order[index:index + batch_size - len(picked)]
+        picked.extend(int(i) for i in take)
+        index += len(take)
+        if index >= num_tasks:
+            epoch, index = epoch + 1, 0
+    return picked, np.ones(batch_size, np.float32), DataPosition(epoch, index)
+
+
+def _user_text(task: Task) -> str:
+    return next((m["content"] for m in reversed(task.prompt) if m["role"] == "user"), "")
+
+
+def render_prompts(tasks: Sequence[Task], tokenizer) -> list[list[int]]:
+    """Token ids of each task's messages under the chat template, ending in the assistant's turn."""
+    return [tokenizer.apply_chat_template(list(t.prompt), add_generation_prompt=True, tokenize=True) for t in tasks]
+
+
+def generate_rollouts(engine, prompts: list[list[int]], config, seed: int) -> Rollouts:
+    """J samples per prompt from the engine, with the config's sampling settings."""
+    return engine.generate(prompts, n=config.num_generations, max_new_tokens=config.max_new_tokens,
+                           temperature=config.temperature, top_p=config.top_p, top_k=config.top_k, seed=seed)
+
+
+def rule_scores(task: Task, responses: Sequence[str]) -> tuple[np.ndarray, int]:
+    """(S [K, J], checker errors): 1/0 for `verifier:rule` criteria, NaN for the rest (no judge here) and for
+    a checker that raised (counted: the reward skips the cell instead of ending the run)."""
+    S = np.full((len(task.criteria), len(responses)), np.nan)
+    errors = 0
+    prompt = _user_text(task)
+    for k, c in enumerate(task.criteria):
+        if c.verifier != "rule":
+            continue
+        for j, response in enumerate(responses):
+            try:
+                S[k, j] = float(rules.check(c.rule_id, c.rule_kwargs, response, prompt=prompt))
+            except Exception:  # noqa: BLE001 - a checker bug on odd text must not stop training
+                logging.exception("rule %s raised on task %s", c.rule_id, task.id)
+                errors += 1
+    return S, errors
+
+
+def score_rollouts(tasks: Sequence[Task], rollouts: Rollouts, num_generations: int):
+    """(score matrices per task, rewards [T, J] in reward points, metrics) from the rule checkers."""
+    texts = np.asarray(rollouts.texts, dtype=object).reshape(len(tasks), num_generations)
+    scores, rewards, errors = [], [], 0
+    for task, responses in zip(tasks, texts):
+        S, e = rule_scores(task, list(responses))
+        scores.append(S)
+        rewards.append(rubric_reward(np.asarray(task.points), S))
+        errors += e
+    rewards = np.asarray(rewards, np.float64)
+    judged = np.mean([np.mean(~np.isnan(S)) for S in scores])
+    return scores, rewards, {"reward/checker_errors": float(errors), "reward/judged_fraction": float(judged)}
+
+
+def compute_advantages(rewards: np.ndarray, estimator: str) -> tuple[np.ndarray, dict[str, float]]:
+    """(advantages [T, J], reward and advantage statistics) with the named estimator (grpo.ADVANTAGE_FNS)."""
+    advantages = np.asarray(grpo.get_advantage_fn(estimator)(rewards), np.float32)
+    metrics = {f"reward/{k.removeprefix('reward_')}": float(v)
+               for k, v in grpo.advantage_metrics(rewards).items()}
+    valid = advantages[np.isfinite(advantages)]
+    if valid.size:
+        metrics.update({"advantage/abs_mean": float(np.abs(valid).mean()), "advantage/std": float(valid.std()),
+                        "advantage/min": float(valid.min()), "advantage/max": float(valid.max())})
+    return advantages, metrics
+
+
+def train_on_rollouts(run: Run, state: TrainState, rollouts: Rollouts, advantages: np.ndarray,
+                      weights: np.ndarray) -> tuple[TrainState, dict[str, float]]:
+    """Pack the rollouts into the fixed-shape batch and run the sharded step; `state` is donated."""
+    batch = build_batch(rollouts, advantages.reshape(-1), np.repeat(weights, run.config.num_generations),
+                        seq_len=run.seq_len, pad_id=run.engine.pad_id, num_rows=run.rows)
+    state, metrics = run.trainer.step(state, run.trainer.put_batch(batch), run.ref_params)
+    return state, {f"train/{k}": v for k, v in metrics_to_host(metrics).items()}
+
+
+def step_seed(state: TrainState, step: int) -> int:
+    """The sampling seed of `step`, derived from the checkpointed root key (so a resumed run draws the same)."""
+    key = jax.random.fold_in(np.asarray(to_host(state.rng)), step)
+    return int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
+
+
+# ------------------------------------------------------------------------------------------------ the step
+
+
+def grpo_step(run: Run, state: TrainState, position: DataPosition, step: int):
+    """One GRPO step: (new state, new data position, metrics with time by stage). `state` is donated."""
+    config, timings = run.config, {}
+    start = time.perf_counter()
+    picked, u, position = sample_tasks(len(run.tasks), config.tasks_per_step, position, config.seed)
+    tasks = [run.tasks[i] for i in picked]
+    prompts = render_prompts(tasks, run.tokenizer)
+    rollouts = generate_rollouts(run.engine, prompts, config, step_seed(state, step))
+    timings["time/rollout"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    _, rewards, reward_metrics = score_rollouts(tasks, rollouts, config.num_generations)
+    advantages, adv_metrics = compute_advantages(rewards, config.advantage)
+    timings["time/reward"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    state, train_metrics = train_on_rollouts(run, state, rollouts, advantages, u)
+    run.engine.update_weights(engine_params(state.params))
+    timings["time/train"] = time.perf_counter() - start
+
+    rollout_metrics = {
+        "rollout/length_mean": float(rollouts.lengths.mean()),
+        "rollout/stop_fraction": float(np.mean([r == "stop" for r in rollouts.finish_reason])),
+    }
+    return state, position, {**reward_metrics, **adv_metrics, **rollout_metrics, **train_metrics, **timings}
+
+
+# config.method -> step function; the harness methods register here.
+METHODS: dict[str, Callable] = {"grpo": grpo_step}

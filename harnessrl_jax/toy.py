@@ -1,0 +1,52 @@
+"""A self-contained toy problem for tests and `experiments/tiny_cpu.py`: a character tokenizer and letter tasks.
+
+A tiny random model over a 48-token character vocabulary samples almost uniformly, so a rule like "the letter q
+appears at least once in 8 tokens" starts at ~15% and is learnable in a few dozen GRPO steps; a 49k-token BPE
+vocabulary would leave a random model no signal at all. The tasks are ordinary `Task`s with `verifier:rule`
+criteria (IFEval's `keywords:letter_frequency`), so they run through the same reward path as real data.
+"""
+
+from __future__ import annotations
+
+import json
+
+import tokenizers
+from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+
+from harnessrl_jax.models.tokenizer import Tokenizer
+from harnessrl_jax.rubric.schema import Criterion, Task
+
+SPECIAL = ("<|pad|>", "<|end|>", "<|user|>", "<|assistant|>", "<|system|>")
+CHARS = "abcdefghijklmnopqrstuvwxyz .,?!'-0123456789"
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def char_tokenizer() -> Tokenizer:
+    """One token per character of CHARS (lowercase letters, digits, space, light punctuation) plus chat tokens."""
+    vocab = {t: i for i, t in enumerate(SPECIAL + tuple(CHARS))}
+    backend = tokenizers.Tokenizer(models.WordLevel(vocab, unk_token="<|pad|>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    backend.decoder = decoders.Fuse()  # join characters back without separators
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL])
+    return Tokenizer(backend, eos_token="<|end|>", pad_token="<|pad|>", chat_template=CHAT_TEMPLATE)
+
+
+def letter_tasks(letters: str = "q", thresholds: tuple[int, ...] = (1, 3)) -> list[Task]:
+    """One task per letter: "say q". Criterion i (1 point each): the letter appears at least thresholds[i] times."""
+    tasks = []
+    for letter in letters:
+        criteria = tuple(
+            Criterion(
+                id=f"letter-{letter}/at-least-{k}", text=f"The letter '{letter}' appears at least {k} times.",
+                points=1.0,
+                tags=("verifier:rule", "rule:keywords:letter_frequency",
+                      "rule_kwargs:" + json.dumps({"letter": letter, "let_frequency": k, "let_relation": "at least"})),
+            )
+            for k in thresholds
+        )
+        tasks.append(Task(id=f"letter-{letter}", domain="toy",
+                          prompt=({"role": "user", "content": f"say {letter}"},), criteria=criteria))
+    return tasks

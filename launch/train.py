@@ -1,0 +1,170 @@
+"""Train a policy with the method a config names.
+
+    python launch/train.py --config=experiments/<name>.py [--config.key=value ...] --workdir=DIR
+
+Writes under DIR: `config.json`, `metrics.jsonl` (one JSON object per step, with step time by stage),
+`harness.jsonl` (the harness's proposed actions; empty for plain GRPO, whose harness is frozen) and
+`checkpoints/` (orbax). Restarted with the same workdir it resumes from the latest checkpoint and continues exactly
+as if it had not stopped. `report.html` is left to launch/report.py (not written yet).
+
+Multi-host: start one process per host with --coordinator_address=HOST:PORT --num_processes=N --process_id=i (or
+the JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID variables); the mesh then spans every process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging as std_logging
+import os
+import sys
+import time
+
+# Configs import `experiments.base`, and a checkout runs without installing the package.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+from absl import app, flags, logging  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+# ------------------------------------------------------------------------------------------------- flags
+
+config_flags.DEFINE_config_file("config", None, "Experiment config file (experiments/*.py[:arg]).", lock_config=True)
+flags.DEFINE_string("workdir", None, "Run directory: metrics, checkpoints; resumed from when it has them.")
+flags.DEFINE_integer("stop_after", None, "Stop (checkpointing) once this many steps are done, as a preempted "
+                     "job would; the schedule still follows config.total_steps.")
+flags.DEFINE_string("coordinator_address", os.environ.get("JAX_COORDINATOR_ADDRESS"), "Multi-host: HOST:PORT of "
+                    "process 0.")
+flags.DEFINE_integer("num_processes", int(os.environ.get("JAX_NUM_PROCESSES", 1)), "Multi-host: process count.")
+flags.DEFINE_integer("process_id", int(os.environ.get("JAX_PROCESS_ID", 0)), "Multi-host: this process's index.")
+FLAGS = flags.FLAGS
+
+
+def initialize_distributed(coordinator_address: str | None, num_processes: int, process_id: int) -> None:
+    """jax.distributed over the given processes; nothing for a single process."""
+    if num_processes <= 1:
+        return
+    # CPU hosts need a collectives backend to all-reduce across processes; accelerators bring their own.
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address, num_processes, process_id)
+    logging.info("process %d of %d, %d local / %d global devices", jax.process_index(), jax.process_count(),
+                 jax.local_device_count(), jax.device_count())
+
+
+def load_config(spec: str):
+    """The ConfigDict of `path[:arg]`, as --config=path[:arg] gives it (for tests and notebooks)."""
+    path, _, arg = spec.partition(":")
+    module_spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.get_config(arg) if arg else module.get_config()
+
+
+# ------------------------------------------------------------------------------------------ logging helpers
+
+
+class MetricsLog:
+    """metrics.jsonl (process 0 writes it). On resume, lines past the checkpoint's step are dropped first: they
+    belong to steps that will run again."""
+
+    def __init__(self, workdir: str, resume_step: int):
+        self.path = os.path.join(workdir, "metrics.jsonl")
+        self.enabled = jax.process_index() == 0
+        if not self.enabled:
+            return
+        kept = []
+        if os.path.exists(self.path):
+            with open(self.path) as f:
+                kept = [line for line in f if line.strip() and json.loads(line)["step"] <= resume_step]
+        with open(self.path, "w") as f:
+            f.writelines(kept)
+
+    def write(self, step: int, metrics: dict[str, float]) -> None:
+        if self.enabled:
+            with open(self.path, "a") as f:
+                f.write(json.dumps({"step": step, **metrics}) + "\n")
+
+
+class Progress:
+    """One log line per step: key metrics, seconds per step (the first, compiling step excluded) and the ETA."""
+
+    def __init__(self, first: int, last: int):
+        self.first, self.last, self.times = first, last, []
+
+    def update(self, step: int, metrics: dict[str, float]) -> None:
+        self.times.append(metrics["time/step"])
+        recent = self.times[1:][-20:] or self.times
+        per_step = sum(recent) / len(recent)
+        eta = time.strftime("%H:%M:%S", time.gmtime(per_step * (self.last - step)))
+        logging.info("step %d/%d | reward %.2f | loss %.4f | kl %.4f | entropy %.3f | gap %.2e | %.2f s/step "
+                     "(rollout %.2f, reward %.2f, train %.2f) | ETA %s", step, self.last,
+                     metrics["reward/mean"], metrics["train/loss"], metrics["train/kl"], metrics["train/entropy"],
+                     metrics.get("train/engine_gap", float("nan")), per_step, metrics["time/rollout"],
+                     metrics["time/reward"], metrics["time/train"], eta)
+
+
+# ------------------------------------------------------------------------------------------------- main
+
+
+def train(config, workdir: str, stop_after: int | None = None) -> str:
+    """Run (or resume) `config` in `workdir` until config.total_steps, or `stop_after` steps; returns workdir."""
+    from harnessrl_jax import loop
+    from harnessrl_jax.rl.checkpoint import Checkpointer
+    from harnessrl_jax.rl.step import to_host
+
+    # --- set-up
+    os.makedirs(workdir, exist_ok=True)
+    run = loop.setup(config)
+    step_fn = loop.METHODS[config.method]
+    ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), max_to_keep=config.checkpoint.max_to_keep,
+                        save_every=config.checkpoint.every, async_save=config.checkpoint.async_save)
+    if ckpt.latest_step() is None:
+        state, position, start = loop.initial_state(run), loop.DataPosition(), 0
+    else:
+        state, extra, _ = ckpt.restore(run.trainer.abstract_state())
+        position, start = loop.DataPosition.from_dict(extra["data"]), int(to_host(state.step))
+        run.engine.update_weights(loop.engine_params(state.params))
+        logging.info("resumed from step %d (%s)", start, ckpt.directory)
+    end = config.total_steps if stop_after is None else min(stop_after, config.total_steps)
+    metrics_log = MetricsLog(workdir, start)
+    if jax.process_index() == 0:
+        with open(os.path.join(workdir, "config.json"), "w") as f:
+            f.write(config.to_json_best_effort(indent=2))
+        open(os.path.join(workdir, "harness.jsonl"), "a").close()  # frozen harness: no actions
+    progress = Progress(start, config.total_steps)
+
+    # --- the loop
+    saved = start
+    for step in range(start, end):
+        start_time = time.perf_counter()
+        state, position, metrics = step_fn(run, state, position, step)
+        metrics["time/step"] = time.perf_counter() - start_time
+
+        # --- logging
+        metrics_log.write(step + 1, metrics)
+        progress.update(step + 1, metrics)
+
+        # --- checkpointing (the interval is the checkpointer's; the last step is always saved)
+        if ckpt.save(step + 1, state, {"data": position.to_dict()}, force=step + 1 == end):
+            saved = step + 1
+    if saved != end:
+        ckpt.save(end, state, {"data": position.to_dict()}, force=True)
+    ckpt.wait()
+    ckpt.close()
+    logging.info("done: %d steps in %s", end, workdir)
+    return workdir
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    # orbax logs every file it writes at INFO; keep its warnings, drop the rest from the console.
+    logging.get_absl_handler().python_handler.addFilter(
+        lambda r: r.levelno >= std_logging.WARNING or f"{os.sep}orbax{os.sep}" not in r.pathname)
+    initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id)
+    train(FLAGS.config, FLAGS.workdir, stop_after=FLAGS.stop_after)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["config", "workdir"])
+    app.run(main)
