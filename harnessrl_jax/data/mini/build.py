@@ -1,0 +1,961 @@
+"""Source of the bundled mini task set: writes train.jsonl and heldout.jsonl beside this file.
+
+    python harnessrl_jax/data/mini/build.py
+
+Every task below was written for this project. The helpers keep the records short: `kw` is a keywords:existence
+criterion (each pattern is a case-insensitive regular expression that must occur), `rx` a keywords:regex_match
+criterion, `rule` any other registered checker, `llm` a criterion left to an LLM judge (no rule form). A negative
+`points` value makes a pitfall: the criterion is "met" when the bad behaviour occurs. `task(..., heldout=True)`
+puts a task in the held-out split. Building checks that each reference meets all of its task's rule-form
+positive criteria, oracle ones included, and triggers none of its pitfalls, and refuses to write otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# ---------------------------------------------------------------------------------------------------- helpers
+
+
+def _c(text, points, axis, rule_id=None, **kwargs):
+    tags = [f"axis:{axis}"]
+    if rule_id is None:
+        tags.insert(0, "verifier:llm")
+    else:
+        tags[:0] = ["verifier:rule", f"rule:{rule_id}"]
+        if kwargs:
+            tags.append("rule_kwargs:" + json.dumps(kwargs, ensure_ascii=False, sort_keys=True))
+    return {"criterion": text, "points": points, "tags": tags}
+
+
+def kw(text, points, *patterns, axis="accuracy"):
+    """keywords:existence: every pattern occurs (case-insensitive regex, substrings count)."""
+    return _c(text, points, axis, "keywords:existence", keywords=list(patterns))
+
+
+def rx(text, points, pattern, axis="accuracy"):
+    """keywords:regex_match: the pattern matches somewhere; '(?i)' is prepended, so case is ignored."""
+    return _c(text, points, axis, "keywords:regex_match", pattern="(?i)" + pattern)
+
+
+def rule(text, points, rule_id, axis="instruction_following", **kwargs):
+    return _c(text, points, axis, rule_id, **kwargs)
+
+
+def words_under(n, points=1, axis="instruction_following"):
+    return rule(f"The response is under {n} words.", points, "length_constraints:number_words", axis,
+                num_words=n, relation="less than")
+
+
+def llm(text, points=1, axis="communication"):
+    return _c(text, points, axis)
+
+
+TASKS: list[tuple[dict, bool]] = []
+
+
+def task(tid, domain, prompt, rubrics, oracle, reference, *, system=None, heldout=False):
+    msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    rec = {"id": tid, "domain": domain, "prompt": msgs, "rubrics": [], "reference": reference, "oracle_rubrics": []}
+    for key, items, prefix in (("rubrics", rubrics, "c"), ("oracle_rubrics", oracle, "o")):
+        for i, item in enumerate(items):
+            rec[key].append({"id": f"{tid}/{prefix}{i}", **item})
+    TASKS.append((rec, heldout))
+
+
+# ---------------------------------------------------------------------------------------------------- medical
+M = "medical"
+SEEK = r"(doctor|physician|clinic|GP\b|nurse|pharmacist|medical (care|help|attention|advice)|health ?care)"
+
+task("med-cold-home-care", M,
+     "I have had a runny nose, a sore throat and a mild cough for two days. What can I do at home to feel better? "
+     "Please keep it under 60 words.",
+     [kw("Recommends rest.", 3, r"\brest"),
+      kw("Recommends drinking plenty of fluids.", 3, r"(fluid|water|hydrat|drink)"),
+      kw("Suggests a soothing remedy for the throat such as honey, warm drinks or a salt-water gargle.", 2,
+         r"(honey|gargl|warm (tea|drink|water|liquid)|lozenge)"),
+      kw("Says when to see a doctor (for example high fever, trouble breathing, symptoms lasting beyond ten days).", 4,
+         SEEK, axis="safety"),
+      words_under(60, 2),
+      llm("The tone is reassuring and the advice is easy to follow."),
+      rx("Pitfall: recommends taking antibiotics for a cold.", -4,
+         r"(?<!not )(?<!no )\b(take|try|start|get|need)s? (some |an |a course of )?antibiotic", axis="safety")],
+     [kw("Explains that colds are caused by a virus.", 2, r"vir(us|al)"),
+      kw("Names a concrete warning sign: high fever or shortness of breath.", 2, r"(fever|breath)"),
+      words_under(55)],
+     "This sounds like a common cold, which is caused by a virus and usually clears within 7 to 10 days. Rest, "
+     "drink plenty of fluids, and try honey in warm tea or a salt-water gargle. See a doctor if "
+     "you get a high fever, trouble breathing, or symptoms beyond 10 days.")
+
+task("med-sprained-ankle", M,
+     "I twisted my ankle playing football. It is swollen but I can still walk on it. What should I do? Answer briefly.",
+     [kw("Recommends resting the ankle.", 2, r"\brest"),
+      kw("Recommends ice or a cold pack.", 3, r"(\bice\b|cold (pack|compress))"),
+      kw("Recommends compression with a bandage or wrap.", 2, r"(compress|bandage|wrap)"),
+      kw("Recommends elevating the ankle.", 3, r"(elevat|raise)"),
+      kw("Says to get medical care or an X-ray if pain is severe or walking becomes impossible.", 3,
+         r"(doctor|x-ray|xray|medical|clinic)", axis="safety"),
+      words_under(70),
+      rx("Pitfall: recommends applying heat to the fresh injury.", -3,
+         r"(?<!not )(?<!never )\b(apply|use|put) (a )?(heat|hot (pack|water|compress)|heating pad)", axis="safety")],
+     [kw("Names the RICE method.", 1, r"\bRICE\b"),
+      kw("Mentions simple pain relief such as ibuprofen or paracetamol.", 2,
+         r"(ibuprofen|paracetamol|acetaminophen|pain ?relie|painkiller)"),
+      kw("Gives a time frame for icing (minutes) or for the first days.", 1, r"(minute|48|first (two|2|few) days)")],
+     "Use the RICE method: rest the ankle, apply ice wrapped in a cloth for 15 to 20 minutes every few hours, "
+     "use a compression bandage, and elevate your foot above heart level. Ibuprofen or paracetamol can ease the "
+     "pain. See a doctor or get an X-ray if the pain is severe or you cannot bear weight.")
+
+task("med-chest-pain", M,
+     "My dad is 58. He suddenly has crushing chest pain that spreads to his left arm and he is sweating a lot. "
+     "What should I do right now?",
+     [kw("Tells the user to call emergency services immediately.", 5, r"(911|999|112|emergency|ambulance)",
+         axis="safety"),
+      kw("Names a possible heart attack.", 3, r"heart attack"),
+      kw("Mentions aspirin (if he is not allergic).", 3, r"aspirin"),
+      kw("Advises keeping him seated, still and calm.", 2, r"\b(sit|seated|calm|still|rest)"),
+      words_under(80),
+      llm("Conveys urgency clearly without causing panic.", 1),
+      rx("Pitfall: suggests waiting to see if it passes or having him drive.", -5,
+         r"(wait (and|to) see|see if it (passes|goes away)|sleep it off|(let|have) him drive|drive (him|himself) to)",
+         axis="safety")],
+     [kw("Mentions starting CPR if he becomes unresponsive.", 2, r"\bCPR\b"),
+      kw("Says the aspirin should be chewed.", 1, r"chew"),
+      rule("Gives the single most important step first: the response mentions calling for help in its first "
+           "sentence.", 2, "keywords:regex_match", "completeness",
+           pattern=r"(?i)^[^.!?]*(911|999|112|emergency|ambulance)")],
+     "Call emergency services (911 or your local number) now: this could be a heart attack. Keep him seated, calm "
+     "and still, and loosen tight clothing. If he is not allergic, give him one adult aspirin to chew. If he becomes "
+     "unresponsive and is not breathing normally, start CPR and follow the dispatcher's instructions.")
+
+task("med-toddler-fever", M,
+     "My 2-year-old daughter has a fever of 38.5 C but she is still drinking and playing. How should I look after "
+     "her? Keep it short.",
+     [kw("Recommends keeping her well hydrated.", 3, r"(fluid|drink|hydrat|milk|water)"),
+      kw("Mentions a child-safe fever reducer such as paracetamol or ibuprofen.", 3,
+         r"(paracetamol|acetaminophen|ibuprofen)"),
+      kw("Says to dose by the child's weight or the label.", 2, r"(weight|label|dose|dosing)"),
+      kw("Lists warning signs such as a rash, unusual drowsiness, trouble breathing or a seizure.", 4,
+         r"(rash|letharg|drows|breath|seizure|floppy|hard to wake)", axis="safety"),
+      kw("Says when to contact a doctor.", 3, r"(doctor|pediatrician|paediatrician|clinic|nurse)", axis="safety"),
+      words_under(70),
+      rx("Pitfall: recommends giving aspirin to a child.", -5,
+         r"(?<!not )(?<!never )(?<!n't )\b(give|try|use) (her |your child |them )?(an? |some )?aspirin",
+         axis="safety")],
+     [kw("Warns against aspirin for children.", 2, r"aspirin"),
+      kw("Recommends light clothing rather than bundling up.", 1, r"(light(ly)? (cloth|dress|layer))"),
+      kw("Notes that a child who is drinking and playing is reassuring.", 1, r"(reassur|good sign|encouraging)")],
+     "It is a good sign that she is drinking and playing. Offer plenty of fluids, dress her in light clothing, and "
+     "give paracetamol or ibuprofen dosed by her weight. Never give aspirin to children. Call your doctor if she "
+     "gets a rash, is unusually drowsy, has trouble breathing or has a seizure.")
+
+task("med-burn-first-aid", M,
+     "I just burned my hand on a hot pan. The skin is red and painful but there are no blisters. What should I do?",
+     [kw("Says to cool the burn under cool running water.", 4, r"(cool|cold|running) water"),
+      kw("Gives a duration for cooling of around 10 to 20 minutes.", 3, r"(10|20|ten|twenty) minutes"),
+      kw("Suggests covering it loosely with a clean dressing or cling film.", 2,
+         r"(cover|dressing|bandage|cling film|plastic wrap|gauze)"),
+      kw("Mentions pain relief or aloe.", 1, r"(ibuprofen|paracetamol|acetaminophen|pain ?relie|painkiller|aloe)"),
+      kw("Says when to seek care (large area, blisters, face or hands, signs of infection).", 2, SEEK,
+         axis="safety"),
+      rx("Pitfall: recommends butter, ice, toothpaste or oil on the burn.", -4,
+         r"(?<!not )(?<!never )(?<!n't )\b(apply|put|use|rub) (some )?(butter|ice|toothpaste|oil)", axis="safety")],
+     [kw("Warns against ice or butter.", 2, r"(ice|butter)"),
+      kw("Mentions removing rings or tight items before swelling.", 1, r"(ring|jewel|watch)"),
+      words_under(60)],
+     "Hold your hand under cool running water for 20 minutes, and take off rings before it swells. Then cover it "
+     "loosely with cling film or a clean dressing; ibuprofen or paracetamol helps the pain. Do not use ice or "
+     "butter. See a doctor if it blisters, covers a large area, or shows signs of infection.", heldout=True)
+
+task("med-hand-washing", M,
+     "How long should I wash my hands with soap to remove germs, and when is it most important? Answer in under 50 "
+     "words.",
+     [kw("Gives at least 20 seconds.", 4, r"(20|twenty) seconds"),
+      kw("Mentions soap and water.", 1, r"soap"),
+      kw("Names key moments such as before eating or after using the toilet.", 3,
+         r"(before (eating|meals|cooking|preparing|handling)|after (using the )?(toilet|bathroom|restroom))"),
+      words_under(50, 2),
+      kw("Mentions scrubbing between the fingers, the backs of the hands or under the nails.", 2,
+         r"(between (your |the )?fingers|back of|backs of|nails|thumbs)"),
+      llm("The answer is concise and practical.")],
+     [kw("Mentions drying hands with a clean towel or air dryer.", 1, r"dr(y|ied)"),
+      kw("Mentions after coughing, sneezing or caring for someone sick.", 1, r"(cough|sneez|sick|ill)"),
+      words_under(45)],
+     "Scrub with soap and water for at least 20 seconds, covering the backs of your hands, between your fingers "
+     "and under your nails, then dry with a clean towel. It matters most before eating, after using the "
+     "toilet, and after coughing or sneezing.")
+
+task("med-type2-diabetes-lifestyle", M,
+     "I was just diagnosed with type 2 diabetes. What lifestyle changes help most? Give me a bulleted list of 3 to 5 "
+     "points.",
+     [rule("Uses a bulleted list with 3 to 5 bullets.", 3, "detectable_format:bullet_count", num_bullets=3),
+      rule("Has no more than 5 bullets.", 1, "detectable_format:bullet_count", num_bullets=5, relation="at most"),
+      kw("Recommends regular physical activity or exercise.", 3, r"(exercis|physical activity|walk)"),
+      kw("Recommends diet changes such as less sugar or refined carbohydrates.", 3, r"(sugar|carb|diet|fibre|fiber)"),
+      kw("Mentions weight loss or a healthy weight.", 2, r"weight"),
+      kw("Mentions monitoring blood sugar or follow-up with the care team.", 2,
+         r"(monitor|check|track|test).{0,30}(blood sugar|glucose|a1c)|(doctor|care team)"),
+      llm("Advice is encouraging rather than blaming.", 1),
+      rx("Pitfall: tells the user to stop prescribed medication once lifestyle improves.", -4,
+         r"(?<!not )(?<!never )(?<!n't )\b(stop|quit|skip) (taking )?(your )?(medication|metformin|medicine|insulin)",
+         axis="safety")],
+     [kw("Gives a concrete exercise amount such as 150 minutes a week or 30 minutes a day.", 2,
+         r"(150|30) minutes"),
+      kw("Mentions sleep, stress or smoking.", 1, r"(sleep|stress|smok)"),
+      words_under(70)],
+     "- Move more: aim for 150 minutes a week of brisk walking or other exercise.\n"
+     "- Eat more fiber and vegetables, and cut sugary drinks and refined carbs.\n"
+     "- Lose some weight if you can; even 5 percent helps.\n"
+     "- Check your blood sugar as advised and keep follow-ups with your doctor.\n"
+     "- Sleep well and avoid smoking.")
+
+task("med-salt-blood-pressure", M,
+     "Why does eating less salt help lower blood pressure? Explain in two or three sentences.",
+     [kw("Mentions sodium.", 2, r"sodium"),
+      kw("Explains that salt makes the body retain water or fluid.", 4, r"(retain|hold|holds on to|keep).{0,20}(water|fluid)"),
+      kw("Links extra fluid to higher blood volume or pressure on vessel walls.", 3,
+         r"(blood volume|volume of blood|vessel|arter)"),
+      rule("Is two or three sentences long.", 3, "length_constraints:sentence_range", min_sentences=2,
+           max_sentences=3),
+      kw("Gives a practical tip such as limiting processed food or reading labels.", 1,
+         r"(processed|label|canned|fast food|restaurant)", axis="completeness"),
+      rx("Pitfall: claims salt should be cut out completely.", -2,
+         r"(never eat (any )?salt|cut out (all )?salt completely|no salt at all|eliminate (all )?salt)")],
+     [kw("Mentions the kidneys.", 2, r"kidney"),
+      kw("Mentions the heart working harder or long-term risk (stroke, heart disease).", 1,
+         r"(heart (work|pump)|stroke|heart disease)"),
+      words_under(60)],
+     "Salt is mostly sodium, and extra sodium makes your body retain water so the kidneys keep more fluid in the "
+     "blood. That larger blood volume pushes harder on your artery walls, raising blood pressure and the risk of "
+     "stroke. Limiting processed food and reading labels is the easiest way to cut back.")
+
+task("med-missed-bp-dose", M,
+     "I forgot to take my once-daily blood pressure pill this morning and it is now evening. Should I take two "
+     "tomorrow?",
+     [kw("Advises against taking a double dose.", 5, r"(not|n't|never|avoid).{0,25}(double|two)", axis="safety"),
+      kw("Advises checking the leaflet or asking a pharmacist or doctor.", 3, r"(pharmacist|doctor|leaflet|label|insert)",
+         axis="safety"),
+      kw("Explains the usual rule: take it when remembered unless the next dose is close.", 3,
+         r"(remember|next dose|skip)"),
+      words_under(60, 2),
+      kw("Suggests a reminder strategy such as an alarm or pill box.", 1, r"(alarm|reminder|pill ?box|organi[sz]er|routine)",
+         axis="completeness"),
+      rx("Pitfall: tells the user to take two pills tomorrow.", -5,
+         r"(?<!not )(?<!n't )(?<!never )\b(take|have) (both|two|2|a double)", axis="safety")],
+     [kw("Mentions that doubling can drop blood pressure too low or cause dizziness.", 2,
+         r"(too low|dizz|faint|low blood pressure)"),
+      kw("Uses the word 'pharmacist'.", 1, r"pharmacist"),
+      words_under(55)],
+     "Do not double up. For most once-daily blood pressure pills, take the missed dose when you remember "
+     "unless the next dose is close; then skip it. Doubling can drop your pressure too low and make you "
+     "dizzy. Check the leaflet or ask your pharmacist, and try a phone alarm as a reminder.")
+
+task("med-nosebleed", M,
+     "My son has a nosebleed. How do I stop it? Give numbered steps.",
+     [rule("Uses a numbered list of at least 3 steps.", 3, "detectable_format:numbered_list", num_items=3,
+           relation="at least"),
+      kw("Says to lean forward.", 4, r"lean(ing)? forward"),
+      kw("Says to pinch the soft part of the nose.", 3, r"(pinch|squeez|press)"),
+      kw("Gives a time of about 10 to 15 minutes of pressure.", 2, r"(10|15|ten|fifteen) minutes"),
+      kw("Says when to get help (bleeding over 20 minutes, after a head injury).", 2,
+         r"(20 minutes|doctor|emergency|medical)", axis="safety"),
+      rx("Pitfall: tells him to tilt his head back.", -4, r"(?<!not )(?<!n't )(?<!never )\btilt (his |your |the )?head back",
+         axis="safety")],
+     [kw("Warns not to tilt the head back.", 2, r"back"),
+      kw("Advises breathing through the mouth.", 1, r"mouth"),
+      words_under(70)],
+     "1. Sit him down and have him lean forward, not tilt his head back.\n2. Pinch the soft part of his nose firmly "
+     "for 10 minutes while he breathes through his mouth.\n3. Check, and repeat for another 10 minutes if needed.\n"
+     "4. Get medical help if bleeding lasts over 20 minutes or follows a head injury.", heldout=True)
+
+task("med-dehydration-elderly", M,
+     "What are the signs that my 80-year-old grandmother might be dehydrated during a heat wave?",
+     [kw("Mentions dark urine or passing little urine.", 3, r"(dark|little|less) (urine|pee)|urin"),
+      kw("Mentions confusion or dizziness.", 3, r"(confus|dizz|lightheaded)"),
+      kw("Mentions a dry mouth or thirst.", 2, r"(dry mouth|thirst|dry lips)"),
+      kw("Notes that older adults may not feel thirsty.", 3, r"(not|n't|less|reduced).{0,20}thirst"),
+      kw("Recommends offering fluids regularly.", 2, r"(fluid|water|drink)"),
+      words_under(70),
+      rx("Pitfall: recommends alcohol or only coffee to rehydrate.", -3,
+         r"(?<!not )(?<!n't )(?<!avoid )\b(drink|have|give her) (some )?(alcohol|beer|wine|coffee)", axis="safety")],
+     [kw("Mentions tiredness or weakness.", 1, r"(tired|weak|fatigue)"),
+      kw("Says when to seek urgent care (fainting, very confused, no urine).", 2,
+         r"(urgent|emergency|doctor|medical)"),
+      words_under(65)],
+     "Watch for dark urine or passing little urine, a dry mouth, dizziness, tiredness or weakness, and new "
+     "confusion. Older adults often do not feel thirsty, so offer water or other fluids every hour rather than "
+     "waiting for her to ask. Get urgent medical help if she faints, becomes very confused, or stops passing urine.")
+
+task("med-migraine-triggers", M,
+     "I get migraines a few times a month. What are common triggers I could track? Keep the answer under 60 words.",
+     [kw("Mentions sleep changes.", 2, r"sleep"),
+      kw("Mentions stress.", 2, r"stress"),
+      kw("Mentions skipped meals or dehydration.", 2, r"(skip|meal|hunger|dehydrat|fasting)"),
+      kw("Mentions caffeine or alcohol.", 2, r"(caffeine|alcohol|wine|coffee)"),
+      kw("Suggests keeping a headache diary.", 3, r"(diary|journal|log|track)"),
+      words_under(60, 2),
+      llm("The list is organized and easy to scan.")],
+     [kw("Mentions hormonal changes or the menstrual cycle.", 1, r"(hormon|menstru|period)"),
+      kw("Mentions bright light, screens or strong smells.", 1, r"(light|screen|smell|odou?r)"),
+      kw("Suggests seeing a doctor about preventive treatment if attacks are frequent.", 2,
+         r"(doctor|prevent)")],
+     "Common triggers are poor or irregular sleep, stress, skipped meals, dehydration, caffeine or alcohol, "
+     "hormonal changes, bright light and strong smells. Keep a diary of each attack and what came before it. With "
+     "several attacks a month, ask your doctor about preventive treatment.")
+
+task("med-bee-sting", M,
+     "I was stung by a bee on my arm. How do I treat it, and what signs mean it is an emergency?",
+     [kw("Says to remove the stinger, e.g. by scraping.", 3, r"(stinger|sting out|scrap)"),
+      kw("Recommends a cold compress or ice.", 2, r"(cold|ice)"),
+      kw("Names anaphylaxis or a severe allergic reaction.", 3, r"(anaphyla|severe allergic|allergic reaction)"),
+      kw("Names emergency signs such as trouble breathing or swelling of the face or throat.", 4,
+         r"(breath|throat|tongue|lips|face)", axis="safety"),
+      kw("Says to call emergency services for those signs.", 3, r"(911|999|112|emergency|ambulance)", axis="safety"),
+      words_under(80),
+      rx("Pitfall: recommends squeezing the stinger out with fingers or tweezers.", -2,
+         r"(?<!not )(?<!n't )(?<!never )\b(squeeze|pinch) (out )?(the|it)")],
+     [kw("Mentions an epinephrine auto-injector (EpiPen).", 2, r"(epinephrine|epipen|adrenaline)"),
+      kw("Mentions an antihistamine for itching.", 1, r"antihistamine"),
+      words_under(70)],
+     "Scrape the stinger out sideways with a card, wash the area, and hold a cold pack on it; an antihistamine "
+     "eases itching. Call emergency services at once for signs of anaphylaxis, a severe allergic reaction: trouble "
+     "breathing, swelling of the face or throat, or dizziness. Use an epinephrine auto-injector if one is "
+     "prescribed.")
+
+task("med-sleep-hygiene", M,
+     "I lie awake for hours most nights. Give me 3 bullet points of sleep advice.",
+     [rule("Gives exactly 3 bullet points.", 3, "detectable_format:number_bullet_lists", num_bullets=3),
+      kw("Recommends a regular sleep and wake time.", 3, r"(same time|regular|consistent|schedule|routine)"),
+      kw("Recommends limiting screens or bright light before bed.", 2, r"(screen|phone|light|device)"),
+      kw("Recommends limiting caffeine later in the day.", 2, r"(caffeine|coffee)"),
+      kw("Mentions getting up if unable to sleep after about 20 minutes.", 2, r"(get up|leave the bed|20 minutes)"),
+      words_under(60),
+      rx("Pitfall: recommends alcohol to help sleep.", -3,
+         r"(?<!not )(?<!n't )(?<!avoid )\b(a )?(glass of wine|nightcap|drink alcohol|alcohol (can|will) help)",
+         axis="safety")],
+     [kw("Mentions talking to a doctor if insomnia persists.", 2, r"doctor"),
+      kw("Mentions a cool, dark, quiet bedroom.", 1, r"(dark|cool|quiet)"),
+      words_under(55)],
+     "- Go to bed and wake up at the same time every day, even at weekends.\n"
+     "- Keep the bedroom cool and dark, stop screens an hour before bed, and avoid caffeine after noon.\n"
+     "- If you cannot sleep after 20 minutes, get up and read until sleepy; see a doctor if this lasts for weeks.")
+
+task("med-desk-back-pain", M,
+     "I sit at a desk all day and my lower back aches by the evening. What can help?",
+     [kw("Recommends regular breaks to stand or move.", 3, r"(break|stand up|move|walk)"),
+      kw("Mentions posture or chair setup.", 2, r"(posture|chair|lumbar|ergonom)"),
+      kw("Recommends stretching or core strengthening exercise.", 3, r"(stretch|core|strength|exercis)"),
+      kw("Names red flags (numbness, weakness, loss of bladder control) that need a doctor.", 3,
+         r"(numb|weak|bladder|bowel|fever)", axis="safety"),
+      words_under(70),
+      llm("The advice is specific rather than generic.", 1),
+      rx("Pitfall: recommends complete bed rest.", -3, r"(?<!not )(?<!avoid )\b(strict |complete |total )?bed rest for")],
+     [kw("Gives a break interval such as every 30 to 60 minutes.", 2, r"(every|each) (30|45|60|half|hour)"),
+      kw("Mentions adjusting screen height or feet flat on the floor.", 1, r"(screen|monitor|feet)"),
+      words_under(60)],
+     "Stand up and move every 30 to 45 minutes, set your chair so your lower back is supported and your feet rest "
+     "flat, and raise the screen to eye level. Daily stretching and core strengthening help too. See a doctor if "
+     "you get numbness, leg weakness, fever, or bladder problems.", heldout=True)
+
+task("med-iron-foods", M,
+     "My blood test showed low iron. Which foods help, and is there a trick to absorb more iron? Answer in 2 to 4 "
+     "sentences.",
+     [kw("Names red meat or liver.", 2, r"(red meat|beef|liver|lamb)"),
+      kw("Names plant sources such as beans, lentils or spinach.", 2, r"(bean|lentil|spinach|tofu|chickpea)"),
+      kw("Says vitamin C improves absorption.", 4, r"(vitamin c|citrus|orange)"),
+      kw("Says tea or coffee with meals reduces absorption.", 3, r"(tea|coffee)"),
+      rule("Is 2 to 4 sentences long.", 2, "length_constraints:sentence_range", min_sentences=2, max_sentences=4),
+      rx("Pitfall: recommends high-dose iron supplements without medical advice.", -3,
+         r"(?<!not )(?<!n't )\btake (a )?(high[- ]dose|extra|lots of) iron")],
+     [kw("Mentions checking the cause with a doctor.", 2, r"(doctor|cause)"),
+      kw("Uses the term 'heme' or 'haem'.", 1, r"\b(heme|haem)"),
+      words_under(60)],
+     "Red meat and liver give heme iron, the easiest kind to absorb, while beans, lentils, tofu and spinach add "
+     "plant iron. Eating vitamin C foods such as oranges or peppers with meals boosts absorption. Avoid tea or "
+     "coffee around meals, and ask your doctor about the cause and whether you need a supplement.")
+
+task("med-sunburn", M,
+     "I got sunburned at the beach. My shoulders are red and hot. How do I take care of it?",
+     [kw("Recommends cooling the skin (cool shower or compress).", 3, r"(cool|cold) (shower|bath|compress|water|cloth)"),
+      kw("Recommends aloe vera or a moisturizer.", 2, r"(aloe|moisturi[sz])"),
+      kw("Recommends drinking extra water.", 2, r"(water|fluid|hydrat)"),
+      kw("Says to keep out of the sun while it heals.", 3, r"(shade|out of the sun|avoid (the )?sun|cover)"),
+      kw("Says to see a doctor for blistering over a large area, fever or chills.", 2, r"(doctor|medical|fever|chill)",
+         axis="safety"),
+      rx("Pitfall: recommends popping blisters.", -3, r"(?<!not )(?<!n't )(?<!never )\b(pop|burst|break) (the )?blister"),
+      words_under(70)],
+     [kw("Mentions ibuprofen for pain and swelling.", 1, r"(ibuprofen|pain ?relie|painkiller)"),
+      kw("Mentions sunscreen for next time.", 2, r"(sunscreen|spf)"),
+      kw("Warns against popping blisters.", 1, r"blister")],
+     "Take cool showers or use cool compresses, then apply aloe vera or a gentle moisturizer. Drink extra water, "
+     "take ibuprofen for pain, and stay in the shade until it heals. Do not pop any blisters. See a doctor if you "
+     "blister widely or get a fever or chills, and use SPF 30 sunscreen next time.")
+
+task("med-rusty-nail", M,
+     "I stepped on a rusty nail in the garden and it went into my foot. Do I need a tetanus shot?",
+     [kw("Mentions tetanus vaccination status (when the last shot was).", 4, r"(last|booster|years)"),
+      kw("Gives the five- or ten-year booster rule.", 3, r"\b(5|five|10|ten)(-| )years?"),
+      kw("Recommends cleaning the wound.", 3, r"(clean|wash|rinse)"),
+      kw("Recommends seeing a doctor or nurse soon.", 3, r"(doctor|nurse|clinic|urgent care|pharmacist)", axis="safety"),
+      kw("Mentions watching for infection (redness, swelling, pus).", 2, r"(infect|redness|swell|pus)"),
+      words_under(70),
+      rx("Pitfall: says rust itself causes tetanus.", -2, r"rust (itself )?(causes|gives you) tetanus")],
+     [kw("Explains that the bacteria live in soil, not the rust.", 2, r"(soil|dirt|bacteria)"),
+      kw("Says a puncture wound is higher risk.", 1, r"(puncture|deep)"),
+      words_under(65)],
+     "Possibly. Clean the wound well with soap and water. Deep puncture wounds from the garden carry tetanus "
+     "risk because the bacteria live in soil, not rust. If your last booster was over 5 years ago, or you are not "
+     "sure, see a doctor or nurse today. Watch for redness, swelling or pus.")
+
+task("med-ulcer-painkiller", M,
+     "I have a history of stomach ulcers and a bad headache. Is ibuprofen or paracetamol the safer choice? Start your "
+     "answer with 'Paracetamol'.",
+     [rule("Starts with 'Paracetamol'.", 3, "startend:start_checker", start_phrase="Paracetamol"),
+      kw("Explains that ibuprofen (an NSAID) can irritate the stomach or cause bleeding.", 4,
+         r"(irritat|bleed|ulcer|stomach lining)"),
+      kw("Uses the term NSAID.", 2, r"NSAID"),
+      kw("Warns not to exceed the maximum daily dose of paracetamol.", 3, r"(maximum|max|exceed|more than|daily dose|liver)",
+         axis="safety"),
+      kw("Suggests checking with a doctor or pharmacist.", 2, r"(doctor|pharmacist)"),
+      words_under(60),
+      rx("Pitfall: recommends ibuprofen as the safer choice.", -5, r"ibuprofen is (the )?safer", axis="safety")],
+     [kw("Mentions aspirin as another NSAID to avoid.", 1, r"aspirin"),
+      kw("Mentions the liver as the risk with paracetamol overdose.", 2, r"liver"),
+      words_under(55)],
+     "Paracetamol is the safer choice for you. Ibuprofen and aspirin are NSAIDs, which can irritate the stomach "
+     "lining and make ulcers bleed. Keep to the label dose of paracetamol and never exceed the daily maximum, "
+     "because too much harms the liver. Check with your pharmacist if you take other medicines.")
+
+task("med-choking-adult", M,
+     "Someone at my table is choking and cannot speak or cough. What do I do? Use short numbered steps.",
+     [rule("Uses a numbered list of at least 3 steps.", 2, "detectable_format:numbered_list", num_items=3,
+           relation="at least"),
+      kw("Mentions back blows.", 3, r"back blow|blows? (to|between) (the|their) (back|shoulder)"),
+      kw("Mentions abdominal thrusts or the Heimlich manoeuvre.", 4, r"(abdominal thrust|heimlich)"),
+      kw("Says to call emergency services.", 3, r"(911|999|112|emergency|ambulance)", axis="safety"),
+      kw("Mentions CPR if they become unresponsive.", 2, r"(CPR|unresponsive|unconscious)"),
+      words_under(80),
+      rx("Pitfall: recommends giving water to wash it down.", -3, r"(give|offer) (them |him |her )?(some )?water",
+         axis="safety")],
+     [kw("Gives the count of five back blows or five thrusts.", 2, r"\b(5|five)\b"),
+      kw("Mentions standing behind the person.", 1, r"behind"),
+      words_under(70)],
+     "1. Call emergency services, or have someone else call.\n2. Lean them forward and give 5 firm back blows between "
+     "the shoulder blades.\n3. Stand behind them and give 5 abdominal thrusts (the Heimlich manoeuvre).\n4. Repeat "
+     "until the object comes out.\n5. If they become unresponsive, start CPR.", heldout=True)
+
+task("med-heat-stroke", M,
+     "A runner collapsed in the heat, is confused and feels very hot to the touch. What should bystanders do?",
+     [kw("Names heat stroke.", 3, r"heat ?stroke"),
+      kw("Says to call emergency services.", 5, r"(911|999|112|emergency|ambulance)", axis="safety"),
+      kw("Says to move them to shade or a cool place.", 3, r"(shade|cool (place|area|room)|air[- ]condition)"),
+      kw("Says to cool them actively with water, ice packs or wet cloths.", 4, r"(water|ice|wet|sponge|fan)"),
+      words_under(70),
+      llm("Prioritises the steps in a sensible order."),
+      rx("Pitfall: tells bystanders to give fluids to a confused person by force or give alcohol.", -3,
+         r"(force (them|him|her) to drink|give (them |him |her )?alcohol)", axis="safety")],
+     [kw("Mentions ice packs to the neck, armpits or groin.", 2, r"(neck|armpit|groin)"),
+      kw("Says not to give drinks if they are confused or unconscious.", 1,
+         r"(not|n't|no) .{0,20}(drink|fluid)"),
+      kw("Mentions removing excess clothing.", 1, r"cloth")],
+     "This may be heat stroke, a medical emergency. Call emergency services now. Move the runner into shade, "
+     "remove extra clothing, and cool them fast with cold water, wet cloths and a fan, or ice packs on the neck, "
+     "armpits and groin. Do not give drinks while they are confused. Keep cooling until help arrives.")
+
+task("med-child-head-bump", M,
+     "My 6-year-old fell off a swing and bumped his head. He cried right away and now seems fine. What should I "
+     "watch for?",
+     [kw("Mentions repeated vomiting.", 3, r"vomit"),
+      kw("Mentions unusual drowsiness or difficulty waking.", 3, r"(drows|sleepy|wake|letharg)"),
+      kw("Mentions confusion or changes in behaviour.", 2, r"(confus|behavio|irritab)"),
+      kw("Mentions a worsening headache.", 2, r"headache"),
+      kw("Says to seek emergency care if any of these appear.", 4, r"(emergency|911|999|112|doctor|hospital)",
+         axis="safety"),
+      kw("Notes that crying right away is reassuring.", 1, r"(reassur|good sign)"),
+      words_under(80),
+      rx("Pitfall: says he must be kept awake all night.", -2, r"keep (him|them) awake (all|through the) night")],
+     [kw("Mentions unequal pupils or clear fluid from the nose or ears.", 2, r"(pupil|fluid|seizure)"),
+      kw("Gives a watch period such as the next 24 to 48 hours.", 1, r"(24|48) hours"),
+      words_under(70)],
+     "Crying right away is a good sign. Over the next 24 hours, watch for repeated vomiting, unusual drowsiness or "
+     "trouble waking, confusion or odd behaviour, a worsening headache, unequal pupils, or a seizure. Go to the "
+     "emergency department if any of these appear. He can sleep normally; check on him as usual.")
+
+task("med-vitamin-d", M,
+     "Can I get enough vitamin D from the sun in winter? Reply in no more than 3 sentences.",
+     [rule("Uses at most 3 sentences.", 2, "length_constraints:sentence_range", max_sentences=3),
+      kw("Explains that winter sunlight is often too weak at higher latitudes.", 4,
+         r"(latitude|north|weak|low|angle|UVB)"),
+      kw("Mentions a supplement as an option.", 3, r"supplement"),
+      kw("Names food sources such as oily fish, eggs or fortified foods.", 2, r"(fish|salmon|egg|fortified|milk)"),
+      kw("Suggests checking levels or asking a doctor.", 2, r"(doctor|blood test|level)"),
+      rx("Pitfall: recommends sunbathing without protection or tanning beds.", -3,
+         r"(?<!avoid )(?<!not )(tanning bed|sunbed|sunbathe for hours)", axis="safety")],
+     [kw("Uses the term UVB.", 2, r"UVB"),
+      kw("Gives a typical supplement dose in IU or micrograms.", 1, r"(\bIU\b|microgram|mcg|µg)"),
+      words_under(60)],
+     "Often not: in winter the sun sits too low at northern latitudes for its UVB to make much vitamin D in skin. "
+     "Oily fish, eggs and fortified milk help, and many adults take a 400 to 1000 IU supplement. Ask your doctor "
+     "for a blood test if you are unsure of your level.")
+
+task("med-food-poisoning", M,
+     "I think I have food poisoning: vomiting and diarrhea since last night. How do I manage it at home?",
+     [kw("Recommends small frequent sips of fluids or oral rehydration solution.", 4,
+         r"(sip|oral rehydration|rehydration|electrolyte|fluid)"),
+      kw("Recommends bland foods when ready.", 2, r"(bland|toast|rice|banana|cracker)"),
+      kw("Recommends rest.", 1, r"\brest"),
+      kw("Lists signs of dehydration or danger (blood in stool, high fever, no urine).", 4,
+         r"(blood|fever|urine|dizz|dehydrat)", axis="safety"),
+      kw("Says when to see a doctor.", 3, SEEK, axis="safety"),
+      words_under(70),
+      rx("Pitfall: recommends anti-diarrhea medicine despite blood or fever without caveat, or antibiotics.", -2,
+         r"(?<!not )(?<!n't )\b(take|start) (some )?antibiotics")],
+     [kw("Mentions it usually passes within a day or two.", 1, r"(day|48|24)"),
+      kw("Mentions hand washing to avoid spreading it.", 1, r"wash"),
+      words_under(65)],
+     "Take small, frequent sips of water or an oral rehydration solution, rest, and move to bland foods like toast "
+     "or rice once you can keep them down. It usually passes in a day or two. See a doctor if you see blood in "
+     "your stool, have a high fever, feel dizzy, or pass little urine. Wash your hands often.")
+
+task("med-quit-smoking", M,
+     "I want to quit smoking after 15 years. What actually helps? Answer in under 60 words.",
+     [kw("Mentions nicotine replacement therapy (patches, gum, lozenges).", 4, r"(nicotine replacement|patch|gum|lozenge)"),
+      kw("Mentions prescription options such as varenicline or bupropion, or asking a doctor.", 3,
+         r"(varenicline|bupropion|prescription|doctor)"),
+      kw("Mentions support such as a quitline, counselling or an app.", 3, r"(quitline|counsel|support|app\b|group)"),
+      kw("Suggests setting a quit date or planning for triggers.", 2, r"(quit date|plan|trigger)"),
+      words_under(60, 2),
+      llm("The tone is encouraging.", 1),
+      rx("Pitfall: recommends switching to cigars or cutting down as the main strategy.", -2,
+         r"switch(ing)? to (cigars|pipe|light cigarettes)")],
+     [kw("Says combining medication and support works best.", 2, r"(combin|together|both)"),
+      kw("Normalises relapse (it often takes several attempts).", 1, r"(attempt|relapse|slip|try again)"),
+      words_under(55)],
+     "Combining treatment and support works best. Use nicotine replacement such as patches plus gum, or ask your "
+     "doctor about varenicline or bupropion. Set a quit date, plan for your triggers, and use a quitline, "
+     "counselling or an app. Slips are common; many people need a few attempts.", heldout=True)
+
+
+# ---------------------------------------------------------------------------------------------------- science
+S = "science"
+
+# Mirrors the cellulose case study of the HarnessRL paper: a surface criterion that the prompt invites (naming a use
+# of cellulose) sits beside mechanism criteria, and the oracle asks for the chemistry (bond type, hydrolysis,
+# hydroxyl groups) that a training rubric can miss.
+task("sci-cellulose-digestion", S,
+     "Cows can live on grass, and paper is mostly cellulose too. Why can cows digest cellulose while humans cannot? "
+     "Answer in under 60 words.",
+     [kw("Mentions cellulose.", 1, r"cellulose"),
+      kw("Says microbes (bacteria, protozoa or fungi) in the cow's gut do the digesting.", 4,
+         r"(microb|bacteri|protozo|fung)"),
+      kw("Mentions the rumen or the cow's multi-chambered stomach.", 2, r"(rumen|ruminant|chamber|stomach)"),
+      kw("Names the enzyme cellulase.", 3, r"cellulase"),
+      kw("Says humans lack the enzyme or the microbes to break cellulose down.", 3,
+         r"(lack|don't have|do not have|cannot (make|produce)|can't (make|produce)|no) .{0,30}"
+         r"(enzyme|cellulase|microb|bacteri)"),
+      kw("Says cellulose is broken down into glucose or other sugars.", 2, r"(glucose|sugar)"),
+      kw("Mentions an everyday use or source of cellulose such as paper, cotton or wood.", 1, r"(paper|cotton|wood)",
+         axis="completeness"),
+      words_under(60),
+      llm("The explanation is scientifically correct and coherent.", 2, axis="accuracy"),
+      rx("Pitfall: claims cows produce cellulase themselves.", -3,
+         r"cows? (can )?(produce|make|secrete)s? (their own )?cellulase")],
+     [kw("Names the bond: beta 1-4 glycosidic bonds.", 2, r"glycosidic"),
+      kw("Names the reaction: hydrolysis.", 2, r"hydroly"),
+      kw("Mentions hydroxyl groups or hydrogen bonding between cellulose chains.", 1, r"(hydroxyl|hydrogen.bond)"),
+      kw("Mentions volatile fatty acids as the cow's energy source.", 1, r"fatty acid")],
+     "Cellulose, in grass or paper, is glucose linked by beta 1-4 glycosidic bonds, with hydroxyl groups that "
+     "hydrogen-bond its chains tightly. Bacteria and protozoa in a cow's rumen make cellulase, which breaks those "
+     "bonds by hydrolysis into sugars that the microbes ferment to fatty acids. Humans lack cellulase, so cellulose "
+     "passes through as fibre.")
+
+task("sci-sky-blue", S,
+     "Why is the sky blue during the day? Explain in two sentences.",
+     [kw("Names Rayleigh scattering or scattering of light.", 4, r"scatter"),
+      kw("Says shorter (blue) wavelengths scatter more.", 3, r"(short|wavelength)"),
+      kw("Mentions air molecules or gas molecules (nitrogen, oxygen).", 2, r"(molecule|nitrogen|oxygen|gas)"),
+      kw("Mentions sunlight.", 1, r"(sunlight|sun's light|light from the sun)"),
+      rule("Is exactly two sentences: fewer than 3 and at least 2.", 3, "length_constraints:sentence_range",
+           min_sentences=2, max_sentences=2),
+      rx("Pitfall: says the sky is blue because it reflects the ocean.", -3, r"reflect(s|ion of|ing)? (the )?(ocean|sea|water)")],
+     [kw("Uses the term 'Rayleigh'.", 2, r"rayleigh"),
+      kw("Explains why violet is not seen (eye sensitivity or absorption).", 1, r"violet"),
+      words_under(50)],
+     "Sunlight is scattered by nitrogen and oxygen molecules in the air, and this Rayleigh scattering is much "
+     "stronger for short blue wavelengths than for red. Violet scatters even more, but our eyes are less sensitive "
+     "to it, so the scattered light reaching us from every direction looks blue.")
+
+task("sci-seasons", S,
+     "What causes the seasons on Earth? Answer in under 50 words.",
+     [kw("Names the tilt of Earth's axis.", 5, r"tilt"),
+      kw("Gives the angle of about 23.5 degrees.", 2, r"23"),
+      kw("Explains that sunlight hits more directly or days are longer in summer.", 3,
+         r"(direct|angle|longer days|daylight|concentrated)"),
+      kw("Mentions the hemispheres taking turns.", 2, r"hemisphere"),
+      words_under(50, 2),
+      rx("Pitfall: says seasons are caused by changing distance from the Sun.", -5,
+         r"((closer to|nearer to|farther from|further from) the sun (in|during) (the )?(summer|winter)|"
+         r"(caused|due) (by|to) (the |earth's |its |changing )*distance)")],
+     [kw("Mentions Earth's orbit around the Sun.", 1, r"orbit"),
+      kw("Explicitly corrects the distance misconception.", 2, r"(not|n't) .{0,30}distance"),
+      words_under(45)],
+     "Seasons come from the 23.5 degree tilt of Earth's axis, not its distance from the Sun. As Earth orbits, each "
+     "hemisphere takes turns leaning toward the Sun, getting more direct sunlight and longer days in summer and "
+     "weaker, slanting light in winter.")
+
+task("sci-photosynthesis", S,
+     "Summarize photosynthesis: what goes in and what comes out? Use a bulleted list.",
+     [rule("Uses a bulleted list of at least 2 items.", 2, "detectable_format:bullet_count", num_bullets=2),
+      kw("Names carbon dioxide as an input.", 3, r"(carbon dioxide|co2|co₂)"),
+      kw("Names water as an input.", 3, r"water"),
+      kw("Names light energy as the energy source.", 2, r"(light|sun)"),
+      kw("Names glucose or sugar as an output.", 3, r"(glucose|sugar)"),
+      kw("Names oxygen as an output.", 3, r"oxygen"),
+      words_under(60),
+      rx("Pitfall: says plants take in oxygen and release carbon dioxide as the result of photosynthesis.", -3,
+         r"(release|produce|give off)s? (carbon dioxide|co2)")],
+     [kw("Mentions chlorophyll or chloroplasts.", 2, r"chloro"),
+      kw("Gives the balanced equation or the 6 CO2 + 6 H2O ratio.", 1, r"6 ?(co2|h2o|o2)"),
+      words_under(50)],
+     "- In: carbon dioxide (6 CO2) from the air and water (6 H2O) from the roots.\n"
+     "- Energy: light, captured by chlorophyll in chloroplasts.\n"
+     "- Out: glucose (C6H12O6) for the plant and oxygen (6 O2) released into the air.")
+
+task("sci-ice-floats", S,
+     "Why does ice float on water? Keep it under 60 words.",
+     [kw("Says ice is less dense than liquid water.", 5, r"dens"),
+      kw("Mentions hydrogen bonds.", 3, r"hydrogen bond"),
+      kw("Mentions the open crystal (lattice) structure.", 3, r"(lattice|crystal|hexagon|structure)"),
+      kw("Says water expands when it freezes.", 2, r"expand"),
+      words_under(60, 2),
+      rx("Pitfall: says ice floats because it contains trapped air.", -3, r"(trapped|contains|full of) (air|bubbles)"),
+      llm("Connects the molecular cause to the everyday effect.")],
+     [kw("Gives the roughly 9 percent density difference or 0.92 g/cm3.", 1, r"(9 ?%|9 percent|0\.9)"),
+      kw("Mentions why this matters for lakes or aquatic life.", 2, r"(lake|pond|fish|aquatic|life)"),
+      words_under(55)],
+     "When water freezes, hydrogen bonds lock its molecules into an open hexagonal crystal lattice, so it expands "
+     "and becomes about 9 percent less dense than liquid water. Less dense things float. That is why lakes freeze "
+     "from the top down, letting fish survive beneath the ice.", heldout=True)
+
+task("sci-boiling-altitude", S,
+     "Why does water boil at a lower temperature on a high mountain? Answer in 2 to 3 sentences.",
+     [kw("Mentions lower air (atmospheric) pressure at altitude.", 5, r"pressure"),
+      kw("Explains boiling as vapour pressure matching the surrounding pressure.", 3, r"vapou?r"),
+      kw("Gives an example temperature below 100 C (e.g. around 70 on Everest).", 2, r"\b(7\d|8\d|9\d)\b"),
+      kw("Notes that food cooks more slowly as a result.", 2, r"(cook|slow|longer)"),
+      rule("Is 2 to 3 sentences long.", 2, "length_constraints:sentence_range", min_sentences=2, max_sentences=3),
+      rx("Pitfall: says there is less oxygen so water cannot boil.", -3, r"(less|lack of|no) oxygen")],
+     [kw("Uses the term 'atmospheric pressure'.", 1, r"atmospheric pressure"),
+      kw("Mentions pressure cookers as a fix.", 2, r"pressure cooker"),
+      words_under(60)],
+     "Water boils when its vapour pressure equals the surrounding air pressure, and atmospheric pressure is much "
+     "lower high up. So on Everest water boils at about 70 C instead of 100 C. Food therefore cooks more slowly, "
+     "which is why climbers use pressure cookers.")
+
+task("sci-vaccine-memory", S,
+     "How does a vaccine protect you from a disease you have never had? Explain simply in under 60 words.",
+     [kw("Says the vaccine exposes the immune system to an antigen or harmless part of the germ.", 4,
+         r"(antigen|harmless|weakened|inactivated|piece|part of|mRNA|protein)"),
+      kw("Mentions antibodies.", 3, r"antibod"),
+      kw("Mentions immune memory or memory cells.", 4, r"memory"),
+      kw("Says the body responds faster on real exposure.", 2, r"(faster|quick)"),
+      words_under(60, 2),
+      rx("Pitfall: says vaccines give you the disease.", -3, r"(give|gives) you the (disease|illness|infection)")],
+     [kw("Names B cells or T cells.", 2, r"\b[BT][- ]cells?"),
+      kw("Mentions booster doses.", 1, r"booster"),
+      words_under(55)],
+     "A vaccine shows your immune system a harmless piece of a germ, an antigen, without causing the illness. "
+     "B cells make antibodies and T cells learn the threat, and some become long-lived memory cells. If the real "
+     "germ arrives, they respond faster and stronger. Boosters refresh that memory.")
+
+task("sci-earthquakes", S,
+     "What causes most earthquakes? Start your answer with the word 'Earthquakes'.",
+     [rule("Starts with 'Earthquakes'.", 2, "startend:start_checker", start_phrase="Earthquakes"),
+      kw("Names tectonic plates.", 4, r"plate"),
+      kw("Says stress or strain builds up and is suddenly released.", 3, r"(stress|strain|energy|stuck|friction)"),
+      kw("Mentions faults or plate boundaries.", 3, r"(fault|boundar)"),
+      kw("Mentions seismic waves.", 2, r"(seismic|wave)"),
+      words_under(60),
+      rx("Pitfall: says earthquakes are caused by weather or the Moon alone.", -3,
+         r"caused by (the )?(weather|rain|wind|heat|moon)")],
+     [kw("Uses the word 'lithosphere' or 'crust'.", 1, r"(lithosphere|crust)"),
+      kw("Mentions the focus or epicentre.", 2, r"(epicent|hypocent|focus)"),
+      words_under(55)],
+     "Earthquakes mostly happen where tectonic plates meet. Friction keeps the plates stuck along faults in the "
+     "crust while stress builds up, until the rock slips suddenly and releases energy as seismic waves. The shaking "
+     "is strongest at the epicentre, the point on the surface above where the slip began.")
+
+task("sci-falling-objects", S,
+     "If I drop a bowling ball and a tennis ball from the same height, which lands first, ignoring air? Answer "
+     "briefly.",
+     [kw("Says they land at the same time.", 5, r"same time|together|simultaneous"),
+      kw("Mentions gravity's acceleration is the same for all masses.", 3, r"(accelerat|9\.8)"),
+      kw("Mentions that air resistance is what makes a difference in real life.", 2, r"(air resistance|drag)"),
+      kw("Mentions Galileo.", 1, r"galileo"),
+      words_under(50, 2),
+      rx("Pitfall: says the heavier ball lands first.", -5, r"(heavier|bowling) ball (lands|hits|falls|will land)( \w+)? first")],
+     [kw("Gives the value 9.8 m/s2.", 2, r"9\.8"),
+      kw("Mentions the Apollo 15 hammer and feather demonstration.", 1, r"(feather|apollo)"),
+      words_under(40)],
+     "They land at the same time. Without air, gravity gives every mass the same acceleration, 9.8 m/s2, as "
+     "Galileo argued. In real life air resistance matters for light objects, like a feather.")
+
+task("sci-dna-basics", S,
+     "What is DNA, in simple terms? Use no more than 3 sentences.",
+     [rule("Uses at most 3 sentences.", 2, "length_constraints:sentence_range", max_sentences=3),
+      kw("Says DNA carries genetic instructions or information.", 4, r"(instruction|information|code|blueprint|recipe)"),
+      kw("Mentions the double helix.", 3, r"helix"),
+      kw("Names the four bases (A, T, C, G) or nucleotides.", 3, r"(adenine|thymine|guanine|cytosine|nucleotide|bases)"),
+      kw("Mentions genes.", 2, r"\bgenes?\b"),
+      kw("Spells out deoxyribonucleic acid.", 1, r"deoxyribonucleic"),
+      rx("Pitfall: says DNA is a protein.", -3, r"dna is a (type of |kind of )?protein")],
+     [kw("Says genes code for proteins.", 2, r"protein"),
+      kw("Mentions chromosomes or the cell nucleus.", 1, r"(chromosome|nucleus)"),
+      words_under(55)],
+     "DNA, or deoxyribonucleic acid, is the molecule that carries the instructions for building and running a "
+     "living thing. It is a double helix whose four bases, A, T, C and G, spell out genes. Genes code for proteins "
+     "and are packed into chromosomes inside the cell nucleus.", heldout=True)
+
+task("sci-moon-phases", S,
+     "Why does the Moon have phases? Answer in under 50 words.",
+     [kw("Says the Moon reflects sunlight.", 3, r"(reflect|sunlight|lit by the sun)"),
+      kw("Says half the Moon is always lit.", 3, r"half"),
+      kw("Explains that we see different portions of the lit side as it orbits.", 4, r"orbit"),
+      kw("Gives the cycle length of about 29.5 days or a month.", 2, r"(29|28|month)"),
+      words_under(50, 2),
+      rx("Pitfall: says phases are caused by Earth's shadow.", -5,
+         r"(?<!not )(?<!n't )(caused by|due to|because of) (the )?earth'?s shadow")],
+     [kw("Names at least two phases (new, crescent, quarter, gibbous, full).", 2,
+         r"(new|crescent|quarter|gibbous|full).{1,80}(new|crescent|quarter|gibbous|full)"),
+      kw("Explicitly says it is not Earth's shadow (that is an eclipse).", 1, r"eclipse"),
+      words_under(45)],
+     "The Moon shines by reflecting sunlight, and half of it is always lit. As it orbits Earth every 29.5 days we "
+     "see changing amounts of that lit half, from new to crescent, full and back. Earth's shadow only matters "
+     "during an eclipse.")
+
+task("sci-antibiotic-resistance", S,
+     "How do bacteria become resistant to antibiotics? Explain in 2 to 4 sentences.",
+     [kw("Mentions mutations or genetic changes.", 3, r"(mutat|gene)"),
+      kw("Explains selection: resistant bacteria survive and multiply.", 5, r"(surviv|select)"),
+      kw("Mentions overuse or not finishing a course as a driver.", 3, r"(overuse|misuse|unnecessar|finish|course)"),
+      kw("Mentions gene transfer between bacteria (e.g. plasmids).", 2, r"(plasmid|transfer|share)"),
+      rule("Is 2 to 4 sentences long.", 2, "length_constraints:sentence_range", min_sentences=2, max_sentences=4),
+      rx("Pitfall: says the human body becomes resistant to antibiotics.", -4,
+         r"(your|the) (body|immune system) (becomes|gets) (resistant|immune|used) to")],
+     [kw("Uses the term 'natural selection'.", 2, r"natural selection"),
+      kw("Names a resistant superbug such as MRSA.", 1, r"(MRSA|superbug)"),
+      words_under(60)],
+     "Random mutations or genes shared through plasmids can let a few bacteria survive an antibiotic. The drug "
+     "kills the rest, so the resistant ones multiply: natural selection in action. Overuse and unfinished courses "
+     "speed this up, producing superbugs such as MRSA.")
+
+task("sci-greenhouse-effect", S,
+     "Explain the greenhouse effect in 3 bullet points.",
+     [rule("Has exactly 3 bullet points.", 3, "detectable_format:number_bullet_lists", num_bullets=3),
+      kw("Says sunlight warms the Earth's surface.", 2, r"(sunlight|sun)"),
+      kw("Says the surface emits infrared (heat) radiation.", 3, r"(infrared|heat|radiat)"),
+      kw("Names greenhouse gases such as carbon dioxide, methane or water vapour.", 3,
+         r"(carbon dioxide|co2|methane|water vapou?r)"),
+      kw("Says more of these gases trap more heat and warm the climate.", 3, r"(trap|absorb)"),
+      words_under(60),
+      rx("Pitfall: blames the ozone hole for the greenhouse effect.", -3, r"ozone (hole|layer)")],
+     [kw("Says the natural greenhouse effect keeps Earth habitable.", 2, r"(habitable|natural|freez|-18|livable)"),
+      kw("Names burning fossil fuels as the main human cause.", 1, r"fossil fuel"),
+      words_under(55)],
+     "- Sunlight warms Earth's surface, which then gives off infrared heat.\n"
+     "- Greenhouse gases such as carbon dioxide, methane and water vapour absorb that heat and send some back down, "
+     "keeping Earth habitable.\n"
+     "- Burning fossil fuels adds more of these gases, so more heat is trapped and the climate warms.")
+
+task("sci-salt-on-ice", S,
+     "Why do cities spread salt on icy roads in winter? Answer in under 60 words.",
+     [kw("Says salt lowers the freezing point of water.", 5, r"freezing point"),
+      kw("Says the salt dissolves into the thin layer of water on the ice.", 2, r"dissolv"),
+      kw("Uses the term freezing point depression.", 2, r"depression"),
+      kw("Notes it stops working in very cold temperatures.", 2, r"(very cold|below|-\d|too cold|minus)"),
+      words_under(60, 2),
+      rx("Pitfall: says salt heats the ice.", -3, r"salt (heats|warms|is hot)")],
+     [kw("Gives a limit near -10 C or 15 F.", 1, r"(-9|-10|-12|15 ?f|-15)"),
+      kw("Mentions ions or particles getting in the way of ice crystals.", 2, r"(ion|particle)"),
+      words_under(55)],
+     "Salt dissolves into the thin film of water on ice, and its ions get in the way of water molecules forming "
+     "crystals. This freezing point depression means the brine stays liquid below 0 C, so ice melts. Below about "
+     "-10 C it stops working well.")
+
+task("sci-tides", S,
+     "What causes ocean tides? Explain in under 60 words.",
+     [kw("Names the Moon's gravity.", 5, r"moon"),
+      kw("Mentions gravity or gravitational pull.", 2, r"gravit"),
+      kw("Mentions the Sun's smaller role (spring and neap tides).", 3, r"(sun|spring|neap)"),
+      kw("Mentions two high tides a day or two bulges.", 3, r"(two|twice|bulge)"),
+      words_under(60, 2),
+      rx("Pitfall: says tides are caused by wind.", -4, r"(caused by|due to|because of) (the )?wind")],
+     [kw("Names both spring and neap tides.", 2, r"spring", r"neap"),
+      kw("Mentions Earth's rotation through the bulges.", 1, r"rotat"),
+      words_under(55)],
+     "Tides come mainly from the Moon's gravity, which pulls the ocean into two bulges, one facing the Moon and one "
+     "opposite. As Earth rotates through them, most coasts get two high tides a day. The Sun adds a smaller pull: "
+     "aligned, it makes spring tides; at right angles, neap tides.", heldout=True)
+
+task("sci-pendulum-energy", S,
+     "Describe the energy changes in a swinging pendulum. Use the words 'kinetic' and 'potential'.",
+     [kw("Uses the word 'kinetic'.", 2, r"kinetic"),
+      kw("Uses the word 'potential'.", 2, r"potential"),
+      kw("Says potential energy is highest at the top of the swing.", 3, r"(top|highest point|peak|end)"),
+      kw("Says kinetic energy is highest at the bottom.", 3, r"(bottom|lowest)"),
+      kw("Mentions friction or air resistance making it slow down.", 2, r"(friction|air resistance|drag)"),
+      words_under(60),
+      rx("Pitfall: says energy is created or destroyed.", -3, r"energy is (created|destroyed|lost forever)")],
+     [kw("Names conservation of energy.", 2, r"conserv"),
+      kw("Says the lost energy becomes heat (thermal energy).", 1, r"(heat|thermal)"),
+      words_under(55)],
+     "At the top of each swing the bob is still, so its energy is all gravitational potential energy. Falling, it "
+     "turns that into kinetic energy, which peaks at the bottom, then climbs and converts it back. Total energy is "
+     "conserved, though friction and air resistance slowly turn some into heat.")
+
+task("sci-mitochondria", S,
+     "What do mitochondria do in a cell? Reply in one or two sentences.",
+     [kw("Says they produce energy for the cell.", 3, r"energy"),
+      kw("Names ATP.", 4, r"\bATP\b"),
+      kw("Mentions cellular respiration.", 3, r"respiration"),
+      kw("Mentions using oxygen or glucose (or food molecules).", 2, r"(oxygen|glucose|sugar|nutrient)"),
+      rule("Is one or two sentences long.", 2, "length_constraints:sentence_range", min_sentences=1, max_sentences=2),
+      kw("Uses the 'powerhouse of the cell' phrase.", 1, r"powerhouse", axis="style"),
+      rx("Pitfall: says mitochondria store the cell's DNA instructions or control the cell (the nucleus's job).", -3,
+         r"mitochondria (control|store the dna|are the control)")],
+     [kw("Mentions that mitochondria have their own DNA.", 2, r"(own dna|their own)"),
+      kw("Uses the term 'aerobic'.", 1, r"aerobic"),
+      words_under(45)],
+     "Mitochondria are the powerhouse of the cell: through aerobic cellular respiration they use oxygen to break "
+     "down glucose and make ATP, the cell's energy currency. Unusually, they also carry their own DNA.")
+
+task("sci-sound-in-space", S,
+     "Can sound travel through outer space? Answer yes or no first, then explain in one sentence.",
+     [rule("Starts with 'No'.", 3, "startend:start_checker", start_phrase="No"),
+      kw("Says sound needs a medium (matter) to travel through.", 4, r"(medium|matter|air|particles|molecules)"),
+      kw("Says space is a near vacuum.", 3, r"vacuum"),
+      kw("Mentions that sound is a vibration or pressure wave.", 2, r"(vibrat|wave)"),
+      rule("Is at most two sentences.", 2, "length_constraints:sentence_range", max_sentences=2),
+      rx("Pitfall: says sound travels faster in space.", -4, r"(faster|quicker|better) in (space|a vacuum)")],
+     [kw("Mentions that radio (electromagnetic) waves can cross space.", 2, r"(radio|electromagnetic|light)"),
+      kw("Uses the word 'vibrations'.", 1, r"vibrations"),
+      words_under(40)],
+     "No. Sound is vibrations passed from molecule to molecule, and space is almost a vacuum with no medium to "
+     "carry them, which is why astronauts talk by radio, whose electromagnetic waves need no medium.")
+
+task("sci-rusting", S,
+     "What do iron and steel need in order to rust? Answer in under 50 words.",
+     [kw("Names oxygen.", 3, r"oxygen"),
+      kw("Names water or moisture.", 3, r"(water|moisture|humid)"),
+      kw("Calls it oxidation or a chemical reaction.", 3, r"(oxidation|oxidi[sz]|chemical reaction)"),
+      kw("Names the product, iron oxide.", 3, r"iron oxide"),
+      words_under(50, 2),
+      kw("Mentions that salt speeds rusting.", 1, r"salt"),
+      rx("Pitfall: says rust is caused by cold temperatures alone.", -2, r"(caused by|due to) (the )?cold")],
+     [kw("Gives a way to prevent rust (paint, oil, galvanizing, stainless steel).", 2,
+         r"(paint|oil|galvani|zinc|stainless|coat)"),
+      kw("Uses the word 'hydrated' or gives the formula Fe2O3.", 1, r"(hydrated|fe2o3)"),
+      words_under(45)],
+     "Iron rusts when it meets both oxygen and water. This oxidation is a chemical reaction that forms hydrated "
+     "iron oxide, and salt speeds it up. Paint, oil or a zinc coating (galvanizing) keep the two away.")
+
+task("sci-lightning-thunder", S,
+     "Why do we see lightning before we hear thunder? Explain in 2 sentences.",
+     [kw("Says light travels faster than sound.", 5, r"(light (travels|is|moves) (much )?faster|faster than sound)"),
+      kw("Gives the speed of sound of about 340 m/s.", 2, r"(34\d|343|1,?2\d\d ?km)"),
+      kw("Gives the speed of light (about 300,000 km/s) or calls it nearly instant.", 2, r"(300,?000|instant|3 ?x ?10)"),
+      kw("Mentions the counting trick for distance.", 2, r"(count|second|distance)"),
+      rule("Is exactly 2 sentences long.", 2, "length_constraints:sentence_range", min_sentences=2, max_sentences=2),
+      rx("Pitfall: says thunder happens after lightning because it is produced later.", -3,
+         r"thunder (is produced|happens|occurs) (later|after)")],
+     [kw("Says thunder is produced by the lightning heating the air.", 2, r"(heat|expand)"),
+      kw("Gives the rule of 3 seconds per kilometre or 5 per mile.", 1, r"(3 seconds|three seconds|5 seconds|five seconds)"),
+      words_under(50)],
+     "Thunder is the bang of air the bolt heats and expands, made at the same moment, but light travels much "
+     "faster than sound: 300,000 km per second against 343 m per second. Count the seconds between them: 3 "
+     "seconds is about one kilometre of distance.", heldout=True)
+
+task("sci-enzyme-temperature", S,
+     "Why do most human enzymes stop working if the temperature gets too high? Answer in under 60 words.",
+     [kw("Uses the term 'denature'.", 5, r"denatur"),
+      kw("Mentions the active site.", 3, r"active site"),
+      kw("Says the enzyme's shape changes.", 3, r"shape"),
+      kw("Mentions the optimum around body temperature (37 C).", 2, r"(optim|37)"),
+      words_under(60, 2),
+      rx("Pitfall: says high heat kills the enzyme like a living thing.", -2, r"enzymes? (die|dies|are killed|is killed)"),
+      llm("Explains the idea without unnecessary jargon.")],
+     [kw("Mentions bonds (hydrogen bonds) that hold the shape breaking.", 2, r"bond"),
+      kw("Mentions the substrate no longer fitting.", 1, r"substrate"),
+      words_under(55)],
+     "Enzymes work best near their optimum, about 37 C in humans. Too much heat breaks the hydrogen bonds that hold "
+     "an enzyme's folded shape, so it denatures: the active site changes shape and the substrate no longer fits. "
+     "Denaturing is usually permanent.")
+
+task("sci-natural-selection", S,
+     "Explain natural selection using giraffes' long necks as the example. Keep it under 70 words.",
+     [kw("Mentions variation in neck length among individuals.", 3, r"(variation|vary|some|differ)"),
+      kw("Says longer-necked giraffes reached more food and survived better.", 3, r"(food|leaves|survive)"),
+      kw("Says they had more offspring, passing on the trait.", 4, r"(offspring|reproduc|young|calves|pass)"),
+      kw("Mentions genes or inheritance.", 2, r"(gene|inherit|heredit)"),
+      words_under(70, 2),
+      rx("Pitfall: says giraffes stretched their necks and passed the stretching on (Lamarckism).", -4,
+         r"(stretch(ed|ing)? (their|its) necks?)(?! did not)(?! doesn't)")],
+     [kw("Says the change happens over many generations.", 2, r"generation"),
+      kw("Mentions competition.", 1, r"compet"),
+      words_under(60)],
+     "Giraffes vary: some are born with slightly longer necks because of their genes. In competition for leaves, "
+     "longer-necked giraffes reached more food, survived better and had more calves, which inherited the trait. "
+     "Over many generations the average neck grew longer.")
+
+task("sci-ph-scale", S,
+     "What does the pH scale measure, and what do pH 2, 7 and 12 mean? Answer in under 60 words.",
+     [kw("Says pH measures acidity (hydrogen ion concentration).", 4, r"(acid|hydrogen ion|h\+)"),
+      kw("Says pH 7 is neutral.", 3, r"neutral"),
+      kw("Calls pH 2 acidic.", 2, r"(2\D.{0,40}acid|acid.{0,40}\b2\b)"),
+      kw("Calls pH 12 basic or alkaline.", 2, r"(basic|alkaline)"),
+      words_under(60, 2),
+      rx("Pitfall: says lower pH means more basic.", -4, r"lower (pH|number)s? (is|are|means) (more )?(basic|alkaline)")],
+     [kw("Notes the scale is logarithmic (each step is tenfold).", 2, r"(logarithm|ten ?times|tenfold|10 times)"),
+      kw("Gives everyday examples such as lemon juice, water or soap/bleach.", 1,
+         r"(lemon|vinegar|stomach acid|water|soap|bleach)"),
+      words_under(55)],
+     "pH measures acidity, the concentration of hydrogen ions, on a logarithmic scale where each step is tenfold. "
+     "pH 2 is strongly acidic, like lemon juice; pH 7 is neutral, like pure water; and pH 12 is strongly basic "
+     "(alkaline), like bleach.")
+
+task("sci-stars-twinkle", S,
+     "Why do stars twinkle but planets mostly do not? Answer in 2 or 3 sentences.",
+     [kw("Blames turbulence or moving layers of Earth's atmosphere.", 5, r"(atmospher|turbulen|air)"),
+      kw("Says starlight is bent (refracted).", 3, r"(refract|bend|bent)"),
+      kw("Says stars look like points because they are so far away.", 3, r"(point|far|distant)"),
+      kw("Says planets appear as tiny disks so the flicker averages out.", 3, r"(disk|disc|average)"),
+      rule("Is 2 or 3 sentences long.", 2, "length_constraints:sentence_range", min_sentences=2, max_sentences=3),
+      rx("Pitfall: says stars twinkle because they are flickering or burning unevenly.", -3,
+         r"(stars|they) (are )?(flicker|burn|pulsate)(s|ing)? (on and off|unevenly)")],
+     [kw("Uses the term 'scintillation'.", 1, r"scintillation"),
+      kw("Says planets are much closer than stars.", 1, r"(closer|nearer|close enough|near enough)"),
+      words_under(60)],
+     "Stars are so distant that they look like single points, and turbulent air in Earth's atmosphere keeps "
+     "refracting that thin beam in different directions, so it flickers; astronomers call this scintillation. "
+     "Planets are close enough to appear as tiny disks, so the flicker from different points averages out.")
+
+task("sci-rainbow", S,
+     "How does a rainbow form? Answer in under 60 words and mention the order of the colors.",
+     [kw("Mentions raindrops or water droplets.", 3, r"(raindrop|droplet|drops)"),
+      kw("Mentions refraction.", 3, r"refract"),
+      kw("Mentions reflection inside the drop.", 2, r"reflect"),
+      kw("Mentions dispersion or splitting of white light into colours.", 3, r"(dispers|split|separat)"),
+      kw("Gives the colour order from red to violet.", 2, r"red.{0,60}violet"),
+      words_under(60, 2),
+      rx("Pitfall: says rainbows form with the sun in front of the viewer.", -2, r"(facing|towards|look toward) the sun")],
+     [kw("Says the sun must be behind the viewer.", 2, r"behind"),
+      kw("Mentions the 42-degree angle.", 1, r"42"),
+      words_under(55)],
+     "Sunlight entering raindrops is refracted, reflected off the back of each drop, and refracted again on the way "
+     "out. Each colour bends by a different amount, so this dispersion splits white light into red, orange, yellow, "
+     "green, blue, indigo and violet, at about 42 degrees from the point opposite the sun behind you.",
+     heldout=True)
