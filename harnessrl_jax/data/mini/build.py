@@ -959,3 +959,422 @@ task("sci-rainbow", S,
      "out. Each colour bends by a different amount, so this dispersion splits white light into red, orange, yellow, "
      "green, blue, indigo and violet, at about 42 degrees from the point opposite the sun behind you.",
      heldout=True)
+
+
+# ---------------------------------------------------------------------------------------------------- writing
+W = "writing"
+FILLER = r"^\W*(sure|certainly|of course|here('s| is| are)|absolutely)\b"
+META = r"(this (haiku|poem|story|limerick|slogan|email|note|message|letter|blurb|review|description)|i hope (you|this))"
+
+task("wri-haiku-autumn", W,
+     "Write a haiku about autumn leaves. Give it a title wrapped in double angular brackets, like <<title>>.",
+     [rule("Has a title in double angular brackets.", 3, "detectable_format:title"),
+      kw("Mentions leaves.", 2, r"lea(f|ves)", axis="accuracy"),
+      kw("Evokes autumn or fall.", 1, r"(autumn|fall)", axis="accuracy"),
+      rule("Is a title line followed by exactly three poem lines.", 3, "keywords:regex_match", "instruction_following",
+           pattern=r"<<[^\n]+>>\s*\n+[^\n]+\n[^\n]+\n[^\n]+", full_match=True),
+      words_under(30, 2),
+      llm("Uses vivid, concrete imagery.", 1, axis="style"),
+      rx("Pitfall: adds commentary about the poem.", -2, META, axis="style")],
+     [kw("Names a colour (red, gold, orange, amber, crimson, brown).", 2, r"(red|gold|orange|amber|crimson|brown|copper)"),
+      kw("Includes motion (falling, drifting, spinning, swirling).", 1, r"(fall|drift|spin|swirl|twirl|float|tumbl)"),
+      words_under(20)],
+     "<<Last Light>>\nCrimson leaves let go\ndrifting on the cooling wind\nautumn says goodbye")
+
+task("wri-apology-email", W,
+     "Write a short email to my manager, Ms. Park, apologizing for missing this morning's team meeting. Start with "
+     "'Dear Ms. Park,' and sign it 'Sam'.",
+     [rule("Starts with 'Dear Ms. Park,'.", 3, "startend:start_checker", start_phrase="Dear Ms. Park,"),
+      rule("Ends with the name 'Sam'.", 3, "startend:end_checker", end_phrase="Sam"),
+      kw("Apologizes.", 3, r"(apolog|sorry)", axis="accuracy"),
+      kw("Mentions the meeting.", 1, r"meeting", axis="accuracy"),
+      kw("Offers to catch up (notes, a follow-up or a call).", 2, r"(catch up|notes|follow up|follow-up|update|recap)",
+         axis="completeness"),
+      words_under(80),
+      rx("Pitfall: leaves a placeholder such as [Your Name] or [reason].", -3, r"\[[^\]]+\]")],
+     [kw("Gives a brief reason or takes responsibility.", 1, r"(because|my fault|responsib|overslept|unwell|delay)"),
+      kw("Proposes a concrete next step with a time (today, this afternoon, tomorrow).", 2,
+         r"(today|this afternoon|tomorrow)"),
+      words_under(70)],
+     "Dear Ms. Park,\n\nI am sorry I missed this morning's team meeting; my train was delayed and I should have "
+     "messaged sooner. I will go through the notes today and can give you an update this afternoon if that "
+     "suits you.\n\nBest regards,\nSam")
+
+task("wri-water-bottle", W,
+     "Write a product description of about 50 words for an insulated steel water bottle. Do not use any "
+     "exclamation marks.",
+     [rule("Uses no exclamation marks.", 3, "punctuation:forbidden_characters", characters="!"),
+      kw("Mentions insulation keeping drinks cold or hot.", 3, r"(insulat|cold|hot)", axis="accuracy"),
+      kw("Mentions steel.", 1, r"steel", axis="accuracy"),
+      kw("Mentions it is leak-proof or durable.", 2, r"(leak|durable|dent|tough)", axis="completeness"),
+      rule("Is between 35 and 65 words.", 2, "length_constraints:word_range", min_words=35, max_words=65),
+      llm("The copy is persuasive without exaggeration.", 1, axis="style"),
+      rx("Pitfall: makes an unverifiable health claim (cures, detox, boosts immunity).", -2,
+         r"(cure|detox|boost(s)? (your )?immun)", axis="accuracy")],
+     [kw("Gives concrete hours of temperature retention.", 2, r"\d+ hours"),
+      kw("Mentions reusable or eco benefits (less plastic).", 1, r"(reusable|plastic|eco)"),
+      kw("Gives a capacity in ml, litres or ounces.", 1, r"(\bml\b|litre|liter|ounce|oz)")],
+     "Meet the bottle that keeps up with you. Double-wall insulated stainless steel keeps water cold for 24 hours "
+     "or coffee hot for 12. The leak-proof lid rides safely in any bag, and the tough powder coat resists dents. "
+     "Holding 750 ml, it replaces hundreds of plastic bottles a year.")
+
+task("wri-bakery-slogan", W,
+     "Write one slogan for a neighborhood bakery called Rise & Shine. Use fewer than 10 words and include the word "
+     "'fresh'.",
+     [kw("Includes the word 'fresh'.", 3, r"fresh", axis="instruction_following"),
+      words_under(10, 3),
+      kw("Includes the bakery's name or a play on rising.", 2, r"(rise|shine)", axis="accuracy"),
+      rule("Is a single line.", 2, "keywords:regex_match", "instruction_following", pattern=r"[^\n]+", full_match=True),
+      llm("The slogan is catchy and memorable.", 1, axis="style"),
+      rx("Pitfall: gives several options instead of one slogan.", -2, r"(\n.*){2,}|\b(1\.|2\.|option)")],
+     [words_under(8),
+      kw("Mentions bread or baking.", 2, r"(bread|bak|loaf|oven|dough)"),
+      rule("Uses no exclamation marks.", 1, "punctuation:forbidden_characters", "style", characters="!")],
+     "Rise & Shine: fresh bread every morning.")
+
+task("wri-limerick-cat", W,
+     "Write a limerick (five lines) about a cat who steals socks.",
+     [rule("Has exactly five lines.", 3, "keywords:regex_match", "instruction_following",
+           pattern=r"[^\n]+(\n[^\n]+){4}", full_match=True),
+      kw("Mentions a cat.", 1, r"\bcat", axis="accuracy"),
+      kw("Mentions socks.", 2, r"sock", axis="accuracy"),
+      words_under(50),
+      llm("Follows the AABBA rhyme scheme.", 2, axis="style"),
+      rx("Pitfall: adds commentary about the poem.", -2, META, axis="style")],
+     [kw("Gives the cat a name or a place (there once was a cat from...).", 1, r"(named|from|called)"),
+      kw("Uses a rhyme on 'socks' (box, fox, locks, rocks, clocks).", 2, r"(box|fox|lock|rock|clock|knocks)"),
+      words_under(40)],
+     "There once was a cat from Dumbarton\nWho stole every sock she could start on\nShe hid them in rows\nIn a box "
+     "by the stove\nTen socks for each one that she'd part on", heldout=True)
+
+task("wri-robot-story", W,
+     "Write a 50-word story about a lonely robot who finds a flower. Do not start with 'Once upon a time'.",
+     [kw("Mentions the robot.", 1, r"robot", axis="accuracy"),
+      kw("Mentions the flower.", 1, r"flower", axis="accuracy"),
+      rule("Is between 40 and 60 words.", 3, "length_constraints:word_range", min_words=40, max_words=60),
+      kw("Shows a change in the robot's loneliness (friend, no longer alone, companion).", 3,
+         r"(friend|alone|company|companion|lonely)", axis="completeness"),
+      llm("Has a clear beginning, middle and end.", 2, axis="style"),
+      rx("Pitfall: starts with 'Once upon a time'.", -3, r"^\W*once upon a time", axis="instruction_following")],
+     [kw("Gives the robot a name or a model number.", 1, r"([A-Z]-?\d|named|called)"),
+      kw("Includes a sensory detail such as colour or scent.", 2, r"(red|yellow|blue|violet|scent|smell|petal)"),
+      rule("Ends with a full stop.", 1, "keywords:regex_match", "style", pattern=r"\.\s*$")],
+     "Robot K-7 swept the empty station every day, alone for eleven years. One morning a yellow flower pushed "
+     "through a crack in the floor. K-7 watered it, shaded it, and measured its petals. Each day it bloomed a "
+     "little more. K-7 was still alone, but no longer lonely.")
+
+task("wri-thank-teacher", W,
+     "Write a thank-you note to my chemistry teacher, Mr. Lopez, who stayed after class to help me. Keep it under "
+     "60 words and start with 'Dear Mr. Lopez,'.",
+     [rule("Starts with 'Dear Mr. Lopez,'.", 3, "startend:start_checker", start_phrase="Dear Mr. Lopez,"),
+      kw("Thanks him.", 2, r"thank", axis="accuracy"),
+      kw("Mentions chemistry.", 2, r"chemistry", axis="accuracy"),
+      kw("Mentions his staying after class or his extra time.", 2, r"(after class|extra|time|patience|stay)",
+         axis="completeness"),
+      words_under(60, 2),
+      rx("Pitfall: leaves a placeholder such as [Your Name].", -3, r"\[[^\]]+\]")],
+     [kw("Mentions a specific result (grade, exam, understanding a topic).", 2, r"(grade|exam|test|understand|finally)"),
+      kw("Signs off with a closing line (sincerely, gratefully, best).", 1, r"(sincerely|gratefully|best|warmly)"),
+      words_under(50)],
+     "Dear Mr. Lopez,\n\nThank you for staying after class to help me with stoichiometry. Your patience made "
+     "chemistry finally click, and I passed the exam with a B+. I really appreciate the extra time you gave me.\n\n"
+     "Gratefully,\nJamie")
+
+task("wri-lighthouse-opening", W,
+     "Write the opening sentence of a mystery novel set in a lighthouse. Just one sentence.",
+     [kw("Mentions the lighthouse.", 2, r"lighthouse", axis="accuracy"),
+      rule("Is a single sentence.", 3, "length_constraints:sentence_range", min_sentences=1, max_sentences=1),
+      words_under(40, 2),
+      kw("Hints at something wrong or unexplained (missing, dead, locked, vanished, never).", 3,
+         r"(missing|dead|body|locked|vanish|never|gone|blood|stopped)", axis="completeness"),
+      llm("Creates suspense that makes the reader want to continue.", 2, axis="style"),
+      rx("Pitfall: uses the cliché 'dark and stormy night'.", -2, r"dark and stormy")],
+     [rule("Names a character (a capitalised full name or title and name).", 1, "keywords:regex_match", "completeness",
+           pattern=r"\b(Mrs?|Miss|Captain|Dr)\.? [A-Z][a-z]+|\b[A-Z][a-z]+ [A-Z][a-z]+\b"),
+      kw("Includes a specific time or number.", 1, r"(\d|midnight|dawn|o'clock)"),
+      words_under(30)],
+     "At dawn on the day the lamp at Gull Point stopped turning, keeper Tom Avery was gone and the lighthouse door was "
+     "locked from the inside.")
+
+task("wri-library-post", W,
+     "Write a social media post (under 280 characters) announcing that the town library will now open on Sundays "
+     "from 10 to 4. Include one hashtag.",
+     [rule("Is under 280 characters.", 3, "length_constraints:number_characters", num_chars=280, relation="less than"),
+      kw("Includes a hashtag.", 2, r"#\w+", axis="instruction_following"),
+      kw("Mentions Sunday.", 3, r"sunday", axis="accuracy"),
+      kw("Gives the hours 10 to 4.", 3, r"10.{0,12}4", axis="accuracy"),
+      kw("Mentions the library.", 1, r"library", axis="accuracy"),
+      rx("Pitfall: gives wrong hours (9 am or 5 pm).", -2, r"\b(9 ?am|5 ?pm)\b")],
+     [kw("Includes a call to action (visit, come, see you, stop by).", 2, r"(visit|come|see you|stop by|join)"),
+      rule("Uses exactly one hashtag.", 1, "keywords:letter_frequency", "instruction_following", letter="#",
+           let_frequency=2, let_relation="less than"),
+      words_under(40)],
+     "Big news: the town library is now open on Sundays from 10 to 4. Come browse, study or join story time and "
+     "make your weekend a little quieter. See you there! #LibrarySundays")
+
+task("wri-ocean-lowercase", W,
+     "Write a four-line poem about the ocean in all lowercase letters.",
+     [rule("Uses only lowercase letters.", 3, "change_case:all_lowercase"),
+      kw("Mentions the ocean or sea.", 1, r"(ocean|sea)", axis="accuracy"),
+      rule("Has exactly four lines.", 3, "keywords:regex_match", "instruction_following",
+           pattern=r"[^\n]+(\n[^\n]+){3}", full_match=True),
+      words_under(40),
+      kw("Includes waves or tide imagery.", 2, r"(wave|tide|foam|surf)", axis="style"),
+      llm("Has a consistent mood.", 1, axis="style")],
+     [kw("Uses a sound word (hush, roar, whisper, murmur).", 2, r"(hush|roar|whisper|murmur|sigh|crash)"),
+      kw("Mentions the moon, sky or salt.", 1, r"(moon|sky|salt)"),
+      words_under(30)],
+     "the ocean hums a silver tune\nits waves lean in and whisper low\nsalt on the wind beneath the moon\nthe tide "
+     "remembers where to go", heldout=True)
+
+task("wri-lemon-pasta-intro", W,
+     "Write a two-sentence introduction for a blog post sharing a lemon pasta recipe.",
+     [rule("Is exactly two sentences.", 3, "length_constraints:sentence_range", min_sentences=2, max_sentences=2),
+      kw("Mentions lemon.", 1, r"lemon", axis="accuracy"),
+      kw("Mentions pasta.", 1, r"pasta", axis="accuracy"),
+      kw("Promises something about the recipe (quick, easy, minutes, weeknight).", 2,
+         r"(quick|easy|minutes|weeknight|simple)", axis="completeness"),
+      words_under(50, 2),
+      llm("Sounds inviting and personal.", 1, axis="style"),
+      rx("Pitfall: starts listing ingredients or steps instead of an introduction.", -2,
+         r"(ingredients:|^\s*[-*]|^\s*\d+\.)", axis="instruction_following")],
+     [kw("Names a second flavour (garlic, parmesan, butter, basil, pepper).", 2,
+         r"(garlic|parmesan|butter|basil|pepper|zest)"),
+      kw("Gives a cooking time in minutes.", 1, r"\d+ minutes"),
+      words_under(40)],
+     "This lemon pasta is my answer to busy weeknights: bright, creamy and ready in 20 minutes. All it takes is "
+     "spaghetti, a lemon, butter and a handful of parmesan.")
+
+task("wri-barista-cover-letter", W,
+     "Write the first paragraph of a cover letter for a barista job at Harbor Coffee. Keep it under 70 words.",
+     [kw("Names Harbor Coffee.", 3, r"harbor coffee", axis="accuracy"),
+      kw("Mentions the barista role.", 2, r"barista", axis="accuracy"),
+      kw("Mentions customers or customer service.", 2, r"customer", axis="completeness"),
+      kw("Mentions relevant experience or skills.", 2, r"(experience|skill|trained|worked)", axis="completeness"),
+      words_under(70, 2),
+      rx("Pitfall: leaves placeholders such as [Your Name] or [Company].", -3, r"\[[^\]]+\]"),
+      rx("Pitfall: opens with a generic 'To whom it may concern'.", -1, r"to whom it may concern", axis="style")],
+     [kw("Mentions espresso or latte skills.", 2, r"(espresso|latte|milk|grind)"),
+      kw("Gives a number of years or months of experience.", 1, r"\b(\d+|one|two|three) (years?|months?)"),
+      words_under(60)],
+     "I am excited to apply for the barista position at Harbor Coffee. In two years of experience at a busy campus "
+     "cafe I learned to pull consistent espresso, steam milk for latte art, and keep a long line of customers smiling "
+     "during the morning rush. I would love to bring that energy to your team.")
+
+task("wri-one-sentence-summary", W,
+     "Summarize this paragraph in one sentence of under 30 words:\n\n"
+     "The town of Millbrook voted on Tuesday to turn the empty rail yard into a public park. The plan includes a "
+     "playground, a community garden and a walking path along the old tracks. Construction will start next spring "
+     "and is paid for by a state grant, so local taxes will not rise.",
+     [rule("Is a single sentence.", 3, "length_constraints:sentence_range", min_sentences=1, max_sentences=1),
+      words_under(30, 3),
+      kw("Mentions Millbrook.", 1, r"millbrook", axis="accuracy"),
+      kw("Mentions the park.", 2, r"park", axis="accuracy"),
+      kw("Mentions the rail yard.", 2, r"rail", axis="accuracy"),
+      rx("Pitfall: says taxes will rise.", -3, r"(?<!not )(?<!n't )\btaxes (will )?(rise|go up|increase)",
+         axis="accuracy")],
+     [kw("Mentions the state grant.", 2, r"grant"),
+      kw("Mentions the timing (next spring).", 1, r"spring"),
+      words_under(25)],
+     "Millbrook will turn its empty rail yard into a public park, built next spring with a state grant.")
+
+task("wri-formal-rewrite", W,
+     "Rewrite this message in a formal tone: \"hey guys, the meeting's moved to 3 tomorrow, don't be late lol\"",
+     [rule("Avoids the informal words 'hey', 'guys' and 'lol'.", 3, "keywords:forbidden_words", "style",
+           forbidden_words=["hey", "guys", "lol"]),
+      kw("Keeps the new time of 3.", 3, r"\b3\b|three", axis="accuracy"),
+      kw("Keeps 'tomorrow'.", 2, r"tomorrow", axis="accuracy"),
+      kw("Asks for punctuality in polite terms (punctual, on time, promptly).", 2, r"(punctual|on time|prompt)",
+         axis="completeness"),
+      words_under(50),
+      rx("Pitfall: changes the meeting time.", -3, r"\b(2|4|5) ?(pm|p\.m\.|o'clock)", axis="accuracy")],
+     [kw("Uses a formal greeting (Dear, Good morning, Hello all/team).", 1, r"(dear|good (morning|afternoon)|colleagues|team)"),
+      kw("Uses 'rescheduled' or 'moved to'.", 2, r"(reschedul|moved to)"),
+      words_under(40)],
+     "Dear colleagues, tomorrow's meeting has been rescheduled to 3 p.m. Please be punctual. Thank you.")
+
+task("wri-two-friends-dialogue", W,
+     "Write a short dialogue of four lines between Ana and Ben deciding what movie to watch. Start each line with "
+     "the speaker's name and a colon.",
+     [rule("Every line starts with 'Ana:' or 'Ben:'.", 3, "keywords:regex_match", "instruction_following",
+           pattern=r"((Ana|Ben): [^\n]+\n?)+", full_match=True),
+      rule("Has exactly four lines.", 2, "keywords:regex_match", "instruction_following",
+           pattern=r"[^\n]+(\n[^\n]+){3}", full_match=True),
+      kw("Both speakers appear.", 1, r"ana:", r"ben:", axis="instruction_following"),
+      kw("Mentions a movie or film.", 1, r"(movie|film)", axis="accuracy"),
+      kw("Reaches a decision.", 2, r"(deal|okay|ok|fine|let's|agreed|settled)", axis="completeness"),
+      llm("The voices sound natural.", 1, axis="style"),
+      rx("Pitfall: adds narration or stage directions.", -2, r"[(\[]\w[^)\]]*[)\]]|\bsaid\b", axis="style")],
+     [kw("Names a genre (comedy, horror, thriller, documentary, animated).", 2,
+         r"(comedy|horror|thriller|documentary|animat|sci-fi|romance)"),
+      kw("Includes a question.", 1, r"\?"),
+      words_under(50)],
+     "Ana: Comedy or horror tonight?\nBen: Not horror, I still remember the last one.\nAna: Fine, an animated film "
+     "then?\nBen: Deal, you pick the snacks.", heldout=True)
+
+task("wri-dragon-blurb", W,
+     "Write a back-cover blurb (under 60 words) for a fantasy novel about a young dragon who is afraid of fire. End "
+     "the blurb with a question.",
+     [kw("Mentions the dragon.", 1, r"dragon", axis="accuracy"),
+      kw("Mentions the fear of fire.", 2, r"(afraid|fear|scared|terrif)", r"(fire|flame)", axis="accuracy"),
+      rule("Ends with a question mark.", 3, "keywords:regex_match", "instruction_following", pattern=r"\?\s*$"),
+      words_under(60, 2),
+      kw("Raises stakes (danger, must, only hope, threat, war).", 2, r"(danger|must|only|threat|war|village|save)",
+         axis="completeness"),
+      llm("Makes the reader want to read the book.", 1, axis="style")],
+     [kw("Gives the dragon a name.", 2, r"(named|called|\b[A-Z][a-z]+,)"),
+      kw("Mentions a kingdom, village or family at risk.", 1, r"(kingdom|village|family|clan|valley)"),
+      words_under(55)],
+     "Every dragon in the Ember Valley breathes fire, except Pip, who is terrified of flames. When hunters threaten "
+     "the valley, the clan's only hope is the one dragon who has never lit a spark. Can a dragon who fears fire "
+     "find the courage to save everyone he loves?")
+
+task("wri-grandma-90th", W,
+     "Write a birthday card message for my grandmother's 90th birthday. Use no commas at all.",
+     [rule("Uses no commas.", 3, "punctuation:no_comma"),
+      kw("Mentions 90 or ninety.", 3, r"(90|ninety)", axis="accuracy"),
+      kw("Wishes her a happy birthday.", 1, r"birthday", axis="accuracy"),
+      kw("Expresses love or gratitude.", 2, r"(love|grateful|thank)", axis="completeness"),
+      words_under(60),
+      llm("Feels warm and personal rather than generic.", 1, axis="style")],
+     [kw("Mentions a shared memory or something she taught.", 2, r"(remember|taught|memor|recipe|stories)"),
+      kw("Addresses her as Grandma, Gran or Nana.", 1, r"(grandma|gran|nana|granny|grandmother)"),
+      words_under(45)],
+     "Happy 90th birthday Grandma! Thank you for the stories the recipes and the patience you taught us all. Ninety "
+     "years of kindness looks wonderful on you. We love you more than words can say.")
+
+task("wri-ramen-review", W,
+     "Write a three-sentence review of a made-up ramen restaurant called Noodle Harbor, ending with a rating out of 5.",
+     [rule("Is exactly three sentences.", 2, "length_constraints:sentence_range", min_sentences=3, max_sentences=3),
+      kw("Names Noodle Harbor.", 2, r"noodle harbor", axis="accuracy"),
+      kw("Mentions the broth or noodles.", 2, r"(broth|noodle)", axis="accuracy"),
+      kw("Gives a rating out of 5.", 3, r"\d(\.\d)? ?(/|out of) ?5", axis="instruction_following"),
+      words_under(60),
+      rx("Pitfall: rates out of 10 or gives stars beyond 5.", -2, r"(/ ?10|out of 10|[6-9] stars)",
+         axis="instruction_following")],
+     [kw("Mentions service, price or atmosphere.", 1, r"(service|price|cheap|cozy|cosy|staff|wait)"),
+      kw("Names a specific dish or topping (chashu, egg, miso, tonkotsu).", 2, r"(chashu|egg|miso|tonkotsu|shoyu|scallion)"),
+      rule("Ends with the rating.", 1, "keywords:regex_match", "instruction_following", pattern=r"5\.?\s*$")],
+     "Noodle Harbor serves a tonkotsu broth so rich it coats the spoon, with springy noodles and a perfectly soft "
+     "egg. The staff are quick and friendly, though the wait on Fridays can stretch past twenty minutes. Rating: "
+     "4.5/5.")
+
+task("wri-halftime-speech", W,
+     "Write a halftime pep talk (about 50 words) for a youth soccer team that is losing 2-0.",
+     [kw("Acknowledges the score or being behind.", 2, r"(2-0|two goals|behind|down|losing)", axis="accuracy"),
+      kw("Mentions the second half.", 2, r"second half", axis="accuracy"),
+      kw("Gives one concrete tactical instruction (pass, press, defend, spread out, shoot).", 3,
+         r"(pass|press|defend|spread|shoot|mark|wing)", axis="completeness"),
+      rule("Is between 35 and 65 words.", 2, "length_constraints:word_range", min_words=35, max_words=65),
+      llm("Is encouraging and age-appropriate.", 2, axis="style"),
+      rx("Pitfall: blames or insults players.", -3, r"\b(useless|lazy|pathetic|stupid|embarrassing)\b", axis="style")],
+     [kw("Uses 'we' or 'together' (team framing).", 1, r"\b(we|together|team)\b"),
+      kw("Ends with a rallying call (let's go, come on).", 2, r"(let's go|come on|let's do this)"),
+      words_under(60)],
+     "Heads up, team. Two goals behind is nothing; we have a whole second half. Keep the ball moving with short "
+     "passes, spread out wide, and press their defenders together when they have it. Talk to each other, help each "
+     "other, and have fun out there. Let's go!")
+
+task("wri-rain-acrostic", W,
+     "Write an acrostic poem for the word RAIN: four lines, starting with R, A, I and N.",
+     [rule("The four lines start with R, A, I and N in order.", 4, "keywords:regex_match", "instruction_following",
+           pattern=r"\W*R[^\n]*\n\W*A[^\n]*\n\W*I[^\n]*\n\W*N[^\n]*", full_match=True),
+      rule("Has exactly four lines.", 2, "keywords:regex_match", "instruction_following",
+           pattern=r"[^\n]+(\n[^\n]+){3}", full_match=True),
+      kw("Includes rain-related imagery (drops, clouds, puddles, storm, wet).", 2,
+         r"(drop|cloud|puddle|storm|wet|drizzle|umbrella)", axis="accuracy"),
+      words_under(40),
+      llm("Each line connects to the theme of rain.", 1, axis="style"),
+      rx("Pitfall: adds commentary about the poem.", -2, META, axis="style")],
+     [kw("Uses a sound word (patter, tap, drum, hiss).", 2, r"(patter|tap|drum|hiss|plink)"),
+      kw("Mentions the sky or clouds.", 1, r"(sky|cloud)"),
+      words_under(30)],
+     "Rooftops drum a steady beat\nAll the puddles join the street\nIn grey clouds the patter grows\nNow the thirsty "
+     "garden glows", heldout=True)
+
+task("wri-newsletter-headlines", W,
+     "Give me exactly 3 headline options for a school newsletter story about a new recycling program. Use a numbered "
+     "list.",
+     [rule("Is a numbered list of exactly 3 items.", 3, "detectable_format:numbered_list", num_items=3),
+      kw("Mentions recycling.", 2, r"recycl", axis="accuracy"),
+      kw("Mentions the school or students.", 1, r"(school|student|class|campus)", axis="accuracy"),
+      words_under(40, 2),
+      llm("The headlines are catchy and distinct from each other.", 1, axis="style"),
+      rx("Pitfall: adds a long explanation after the headlines.", -2, r"(these headlines|each (headline|option)|"
+         r"i hope)", axis="instruction_following")],
+     [kw("Uses wordplay or a pun (bin, green, waste, trash talk).", 2, r"(bin|green|waste|trash)"),
+      kw("Includes an action verb (launch, join, start, go).", 1, r"(launch|join|start|go|kick)"),
+      words_under(30)],
+     "1. Bin There, Done That: Our School Goes Green\n2. Students Launch a New Recycling Program\n3. Join the "
+     "Trash Talk: Recycling Starts Monday")
+
+task("wri-market-senses", W,
+     "Describe a busy morning market in under 70 words, using at least three of the five senses.",
+     [kw("Includes a smell.", 2, r"(smell|scent|aroma|fragran|whiff)", axis="completeness"),
+      kw("Includes a sound.", 2, r"(shout|call|clatter|hum|chatter|ring|noise|sound|laugh)", axis="completeness"),
+      kw("Includes a colour or sight.", 1, r"(red|green|yellow|orange|bright|colou?r|gleam)", axis="completeness"),
+      kw("Includes a taste or touch.", 3, r"(taste|sweet|sour|salty|rough|smooth|sticky|warm|cool|juic)",
+         axis="completeness"),
+      words_under(70, 2),
+      kw("Mentions vendors or stalls.", 1, r"(vendor|stall|seller|merchant|stand)", axis="accuracy"),
+      llm("Creates a vivid sense of place.", 1, axis="style")],
+     [kw("Uses a specific food (mango, bread, fish, spice, cheese).", 2, r"(mango|bread|fish|spice|cheese|peach|coffee)"),
+      kw("Includes a person's action (haggle, bargain, weigh, wave).", 1, r"(haggl|bargain|weigh|wave|hand)"),
+      words_under(60)],
+     "Vendors shout prices over the clatter of crates as the stalls fill with red peppers and bright mangoes. The "
+     "smell of fresh bread and roasted coffee drifts past a fish seller weighing the morning catch. A sticky, sweet "
+     "peach slice from a smiling grower tastes like summer.")
+
+task("wri-late-delivery-complaint", W,
+     "Write a polite complaint to an online store about order #4521, which arrived two weeks late and damaged. Keep "
+     "it under 80 words.",
+     [kw("Includes the order number #4521.", 3, r"4521", axis="accuracy"),
+      kw("Mentions the late arrival.", 2, r"(late|delay|two weeks)", axis="accuracy"),
+      kw("Mentions the damage.", 2, r"damage", axis="accuracy"),
+      kw("Requests a specific remedy (refund, replacement).", 3, r"(refund|replace|exchange)", axis="completeness"),
+      words_under(80, 2),
+      rule("Stays polite: no insults such as 'stupid', 'idiots' or 'useless'.", 1, "keywords:forbidden_words", "style",
+           forbidden_words=["stupid", "idiot", "idiots", "useless", "pathetic"]),
+      rx("Pitfall: threatens legal action or public shaming.", -2, r"\b(lawyers?|sue|lawsuit|legal action|expose)\b",
+         axis="style")],
+     [kw("Mentions attaching photos.", 2, r"photo"),
+      kw("Gives a response deadline or asks for a reply.", 1, r"(within|reply|respond|hear from you)"),
+      words_under(70)],
+     "Hello,\n\nMy order #4521 arrived two weeks late, and the lamp inside was damaged. I have attached photos of "
+     "the box and the broken base. Could you please send a replacement or issue a full refund? I look forward to "
+     "hearing from you within the week.\n\nThank you,\nDana Reyes")
+
+task("wri-ant-cloud-fable", W,
+     "Write a short fable (under 80 words) about an ant and a cloud. End with a line that starts with 'Moral:'.",
+     [kw("Features an ant.", 1, r"\bant\b", axis="accuracy"),
+      kw("Features a cloud.", 1, r"cloud", axis="accuracy"),
+      rule("Ends with a line starting with 'Moral:'.", 4, "keywords:regex_match", "instruction_following",
+           pattern=r"\n\W*Moral:[^\n]+\s*$"),
+      words_under(80, 2),
+      llm("The moral follows from the story.", 2, axis="style"),
+      rx("Pitfall: starts with 'Once upon a time'.", -1, r"^\W*once upon a time", axis="style")],
+     [kw("The characters speak (quotation marks).", 1, r"[\"“]"),
+      kw("Includes rain.", 2, r"rain"),
+      words_under(70)],
+     "An ant hauled seeds all day while a cloud drifted above, laughing. \"Why work so hard?\" it asked. \"You "
+     "just float.\" That week the cloud grew heavy and fell as rain, soaking the fields. The ant's dry nest and "
+     "full store kept her colony safe.\nMoral: Those who prepare quietly outlast those who mock them.")
+
+task("wri-speaker-bio", W,
+     "Write a third-person speaker bio (under 60 words) for Dr. Lena Ortiz, a marine biologist who studies coral "
+     "reefs.",
+     [kw("Names Dr. Lena Ortiz.", 2, r"ortiz", axis="accuracy"),
+      kw("Mentions marine biology.", 2, r"marine", axis="accuracy"),
+      kw("Mentions coral reefs.", 2, r"coral", axis="accuracy"),
+      rule("Is in the third person: no 'I', 'my' or 'me'.", 3, "keywords:forbidden_words", "instruction_following",
+           forbidden_words=["I", "my", "me"]),
+      words_under(60, 2),
+      kw("Mentions a credential or achievement (PhD, published, award, university).", 2,
+         r"(phd|publish|award|universit|institute|research)", axis="completeness")],
+     [kw("Uses she/her pronouns consistently.", 1, r"\b(she|her)\b"),
+      kw("Mentions a specific place (Pacific, Caribbean, Great Barrier Reef).", 2,
+         r"(pacific|caribbean|great barrier|red sea|indian ocean)"),
+      words_under(50)],
+     "Dr. Lena Ortiz is a marine biologist who studies how coral reefs recover from heat stress. She earned her PhD "
+     "at the University of Miami and has led research dives across the Caribbean. Her work on heat-resistant corals "
+     "has been published widely.", heldout=True)
