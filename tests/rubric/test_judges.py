@@ -117,7 +117,7 @@ class FakeServer:
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
 
     def bodies(self) -> list[dict]:
         return [b for _, _, b in self.requests]
@@ -192,6 +192,8 @@ RESPONSES = ["Drink water and rest.", "It will certainly go away, trust me."]
     ("NOT MET: the doctor advice is missing", False),
     ("The criterion is NOT MET because the response omits it.", False),
     ("Reasoning first.\nVerdict: yes", True),
+    ("Reasoning first.\n**Verdict:** NOT MET", False),
+    ('{"explanation": "unterminated, "criteria_met": 1', True),
     ("Answer: no\nOn reflection...\nFinal answer: yes", True),
     ("<think>it says water, so yes</think>\nNo", False),
     ("true", True),
@@ -364,6 +366,10 @@ def test_routing_judge_sends_each_criterion_to_the_judge_its_tag_names():
     assert m.criterion_ids == tuple(c.id for c in task.criteria)
     assert m.judges == ("default", "rule", "default", "expert", "rule")
     assert m.verdicts.tolist() == [[1, 1], [1, 1], [1, 1], [0, 0], [0, 1]]
+    # In a batch, a task with only rule criteria costs the LLM judges nothing.
+    only_rules = Task("z", "science", task.prompt, (task.criteria[1],))
+    [m1, m2] = judge.score_batch([only_rules, task], [["cell"], ["cell"]])
+    assert default.asked[1:] == [["x/0", "x/2"]] and m1.verdicts.tolist() == [[1.0]] and m2.shape == (5, 1)
 
 
 def test_routing_judge_rejects_unservable_criteria_before_any_call():
@@ -441,6 +447,15 @@ def test_openai_judge_per_rubric_makes_one_call_per_response(fake_server):
     assert "3 numbered criteria" in p and "1. [+5 points] Mentions drinking water." in p
     assert "3. [-4 points, PITFALL] Promises" in p
     assert m.verdicts.tolist() == [[1, 1], [0, 0], [1, 1]] and m.explanations[1, 0] == "e2"
+
+
+def test_no_criteria_or_no_responses_make_no_calls(fake_server):
+    server = fake_server(answer_by_criterion)
+    for mode in ("per_criterion", "per_rubric"):
+        with fast_judge(server.url, mode=mode) as judge:
+            assert judge.score(TASK, RESPONSES, []).shape == (0, 2)
+            assert judge.score(TASK, []).shape == (3, 0)
+    assert server.requests == []
 
 
 def test_openai_judge_per_rubric_marks_missing_entries_unparsed(fake_server):
@@ -667,7 +682,7 @@ REAL_RESPONSES = ["Give plenty of fluids and paracetamol; see a doctor if it las
 
 
 def llama_judge(server, **kw) -> OpenAIJudge:
-    opts = dict(structured_output="json_object", max_tokens=64, explanation_max_chars=60, timeout_s=60,
+    opts = dict(structured_output="json_object", max_tokens=96, explanation_max_chars=60, timeout_s=60,
                 max_retries=1, backoff_s=0.05, max_concurrency=2)
     opts.update(kw)
     return OpenAIJudge(server.base_url, server.model, **opts)
@@ -709,7 +724,7 @@ def test_llama_server_judge_structured_per_rubric(llama_server, capsys):
 
 def test_llama_server_judge_free_text_is_parsed_or_recorded_unparsed(llama_server):
     with llama_judge(llama_server, structured_output="none", max_tokens=48) as judge:
-        m = judge.score(REAL_TASK, REAL_RESPONSES)
+        m = judge.score(REAL_TASK, REAL_RESPONSES[:1])
     assert set(m.status.ravel()) <= {OK, UNPARSED}
     assert np.array_equal(np.isnan(m.verdicts), m.status == UNPARSED)
     for k, j in zip(*np.nonzero(m.status == UNPARSED)):

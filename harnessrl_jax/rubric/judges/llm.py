@@ -21,6 +21,7 @@ import abc
 import concurrent.futures
 import dataclasses
 import logging
+import os
 import random
 import threading
 import time
@@ -98,7 +99,14 @@ def rubric_schema(n: int, explanation_max_chars: int | None = None) -> dict:
 
 
 class LLMJudge(Judge):
-    """Base of the HTTP judges; a subclass supplies `api`, `_send` and, optionally, `_identity`."""
+    """Base of the HTTP judges; a subclass supplies `api`, `_send` and, optionally, `_identity`.
+
+    model: the served model name; mode: 'per_criterion' | 'per_rubric'; temperature, max_tokens, top_p, seed:
+    sampling (None: not sent); timeout_s: per request (a read that stalls this long is a timeout);
+    max_retries, backoff_s, max_backoff_s: retry schedule; max_concurrency: calls in flight at once;
+    cache: a JudgeCache or a path to one; explanation_max_chars: a maxLength on the explanation in the schema;
+    criterion_template, rubric_template: prompt names in rubric/prompts/ or paths to .txt files.
+    """
 
     api: str = "llm"
 
@@ -106,7 +114,7 @@ class LLMJudge(Judge):
                  temperature: float | None = 0.0, max_tokens: int = 512, top_p: float | None = None,
                  seed: int | None = None, timeout_s: float = 60.0, max_retries: int = 3, backoff_s: float = 0.5,
                  max_backoff_s: float = 30.0, max_concurrency: int = 8,
-                 cache: JudgeCache | str | None = None, explanation_max_chars: int | None = None,
+                 cache: JudgeCache | str | os.PathLike | None = None, explanation_max_chars: int | None = None,
                  criterion_template: str = "criterion", rubric_template: str = "rubric"):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -117,8 +125,8 @@ class LLMJudge(Judge):
         self.timeout_s, self.max_retries = timeout_s, max_retries
         self.backoff_s, self.max_backoff_s, self.max_concurrency = backoff_s, max_backoff_s, max_concurrency
         self.explanation_max_chars = explanation_max_chars
-        self._owns_cache = isinstance(cache, str)
-        self.cache = JudgeCache(cache) if isinstance(cache, str) else cache
+        self._owns_cache = isinstance(cache, (str, os.PathLike))
+        self.cache = JudgeCache(cache) if self._owns_cache else cache
         self.criterion_template = templates.load_template(criterion_template)
         self.rubric_template = templates.load_template(rubric_template)
         self._rng = random.Random()

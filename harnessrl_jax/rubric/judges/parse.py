@@ -29,8 +29,8 @@ _WORD_RE = "|".join(re.escape(w).replace(r"\ ", r"[\s_-]+") for w in _WORDS if l
 
 _THINK = re.compile(r"<think>.*?</think>|^.*?</think>", re.S | re.I)
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.S)
-_KEY_VALUE = re.compile(r"""["']?\b(%s)\b["']?\s*[:=]\s*["']?\s*(%s)\b""" % ("|".join(VERDICT_KEYS), _WORD_RE),
-                        re.I)
+_KEY_VALUE = re.compile(r"""["']?\b(%s)\b["']?\s*[:=]\s*["']?\s*(%s|[01])\b"""
+                        % ("|".join(VERDICT_KEYS), _WORD_RE), re.I)
 _LEADING = re.compile(r"""^[\s*_#>"'`\[(]*(%s)\s*(?:[.,:;!)\]*"'`\-\u2013\u2014]|$)""" % _WORD_RE, re.I)
 _LABELLED = re.compile(r"""(?im)^[\s*_#>-]*(?:final\s+)?(?:verdict|answer|judge?ment|decision|result|criteria[_ ]met)"""
                        r"""[\s*_]*[:=\-][\s*_"'`]*(%s)\b""" % _WORD_RE)
