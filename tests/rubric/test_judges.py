@@ -329,6 +329,22 @@ def test_rule_judge_records_a_rule_that_cannot_run_as_an_error_row():
         RuleJudge(strict=True).score(task, ["x"])
 
 
+def test_rule_judge_records_a_checker_that_raises_as_an_error_cell(monkeypatch):
+    real = rules.check
+
+    def flaky(rule_id, kwargs, response, *, prompt=None):
+        if "boom" in response:
+            raise RuntimeError("checker bug")
+        return real(rule_id, kwargs, response, prompt=prompt)
+
+    monkeypatch.setattr(rules, "check", flaky)
+    task = Task("b", "if", ({"role": "user", "content": "x"},),
+                (rule_crit("b/0", "keywords:existence", {"keywords": ["x"]}),))
+    m = RuleJudge().score(task, ["x", "boom x", "y"])
+    assert m.status.tolist() == [[OK, ERROR, OK]] and m.verdicts[0, [0, 2]].tolist() == [1.0, 0.0]
+    assert "RuntimeError: checker bug" in m.explanations[0, 1]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # RoutingJudge
 
@@ -572,6 +588,30 @@ def test_cache_hits_on_repeat_and_misses_when_model_prompt_or_sampling_change(fa
         judge.score(TASK, ["A brand new response"], TASK.criteria[:1])
         judge.score(TASK, ["A brand new response"], TASK.criteria[:1])
         assert judge.stats["requests"] == 1 and judge.stats["cache_hits"] == 1
+
+
+def test_cut_off_answers_are_flagged_also_from_the_cache(fake_server, tmp_path):
+    server = fake_server(lambda b, h, n: Reply.json(chat_completion('{"explanation": "a long', "length")))
+    for _ in range(2):
+        with fast_judge(server.url, cache=tmp_path / "c.sqlite") as judge:
+            m = judge.score(TASK, ["r"], TASK.criteria[:1])
+        assert m.status.tolist() == [[UNPARSED]] and m.explanations[0, 0].endswith("[cut off at max_tokens]")
+    assert len(server.requests) == 1
+
+
+def test_an_unforeseen_client_error_costs_one_call_not_the_batch(fake_server, monkeypatch):
+    server = fake_server(answer_by_criterion)
+    with fast_judge(server.url) as judge:
+        send = judge._send
+
+        def broken(messages, schema):
+            if "Recommends seeing a doctor" in messages[0]["content"]:
+                raise KeyError("bug")
+            return send(messages, schema)
+
+        monkeypatch.setattr(judge, "_send", broken)
+        m = judge.score(TASK, ["r"])
+    assert m.status[:, 0].tolist() == [OK, ERROR, OK] and "unexpected KeyError" in m.explanations[1, 0]
 
 
 def test_failed_calls_are_not_cached(fake_server, tmp_path):

@@ -25,7 +25,7 @@ def cache_key(identity: Mapping[str, Any]) -> str:
 
 
 class JudgeCache:
-    """`get(key) -> text | None`, `put(key, text, model)`; `path` may be ':memory:'."""
+    """`get(key) -> (text, finish reason) | None`, `put(key, text, model, finish)`; `path` may be ':memory:'."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
@@ -36,17 +36,17 @@ class JudgeCache:
         if self.path != ":memory:":
             self._conn.execute("PRAGMA journal_mode=WAL")  # readers do not block the writer
         self._conn.execute("CREATE TABLE IF NOT EXISTS completions ("
-                           "key TEXT PRIMARY KEY, model TEXT, text TEXT NOT NULL, created REAL)")
+                           "key TEXT PRIMARY KEY, model TEXT, text TEXT NOT NULL, finish TEXT, created REAL)")
 
-    def get(self, key: str) -> str | None:
+    def get(self, key: str) -> tuple[str, str] | None:
         with self._lock:
-            row = self._conn.execute("SELECT text FROM completions WHERE key = ?", (key,)).fetchone()
-        return None if row is None else row[0]
+            row = self._conn.execute("SELECT text, finish FROM completions WHERE key = ?", (key,)).fetchone()
+        return None if row is None else (row[0], row[1] or "")
 
-    def put(self, key: str, text: str, model: str = "") -> None:
+    def put(self, key: str, text: str, model: str = "", finish: str = "") -> None:
         with self._lock:
-            self._conn.execute("INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?)",
-                               (key, model, text, time.time()))
+            self._conn.execute("INSERT OR REPLACE INTO completions (key, model, text, finish, created) "
+                               "VALUES (?, ?, ?, ?, ?)", (key, model, text, finish, time.time()))
 
     def __len__(self) -> int:
         with self._lock:

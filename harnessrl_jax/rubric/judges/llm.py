@@ -177,10 +177,10 @@ class LLMJudge(Judge):
         t0 = time.perf_counter()
         self._count(calls=1)
         if self.cache is not None:
-            text = self.cache.get(key)
-            if text is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
                 self._count(cache_hits=1, ok=1)
-                return Completion(text, OK, "cached", time.perf_counter() - t0, True, 0)
+                return Completion(hit[0], OK, hit[1], time.perf_counter() - t0, True, 0)
         failure = None
         for attempt in range(self.max_retries + 1):
             if attempt:
@@ -195,8 +195,12 @@ class LLMJudge(Judge):
                 if not e.retryable:
                     break
                 continue
+            except Exception as e:  # noqa: BLE001 - an unforeseen client error costs this call, not the batch
+                log.exception("%s: unexpected error in a judge call", self.name)
+                failure = CallFailed(ERROR, f"unexpected {type(e).__name__}: {e}", False)
+                break
             if self.cache is not None:
-                self.cache.put(key, text, self.model)
+                self.cache.put(key, text, self.model, finish or "")
             self._count(ok=1)
             return Completion(text, OK, finish or "", time.perf_counter() - t0, False, attempt + 1)
         self._count(**{failure.status: 1})

@@ -94,7 +94,7 @@ class OpenAIJudge(LLMJudge):
             r = self._client.post(f"{self.base_url}/chat/completions", json=self.request_body(messages, schema))
         except httpx.TimeoutException as e:
             raise CallFailed(TIMEOUT, f"no answer within {self.timeout_s:g}s ({type(e).__name__})", True) from None
-        except httpx.TransportError as e:  # refused, reset, closed without a response, bad HTTP
+        except httpx.RequestError as e:  # refused, reset, closed without a response, bad HTTP or encoding
             raise CallFailed(ERROR, f"connection failed: {type(e).__name__}: {e}", True) from None
         if r.status_code != 200:
             raise CallFailed(ERROR, f"HTTP {r.status_code}: {_short(r.text)}", r.status_code in RETRY_STATUS,

@@ -24,7 +24,8 @@ class RuleJudge(Judge):
 
     For a pitfall the rule describes the bad behaviour (e.g. `keywords:existence` of a forbidden word), so 1 means
     it occurred, as for every judge. A criterion whose rule cannot run (no rule tag, unknown id, bad kwargs) is an
-    'error' row, logged once per criterion; with `strict=True` it raises instead.
+    'error' row, and a checker that raises on one response an 'error' cell, each logged once per criterion;
+    with `strict=True` they raise instead.
     """
 
     name = "rule"
@@ -51,14 +52,24 @@ class RuleJudge(Judge):
             except ValueError as e:
                 if self.strict:
                     raise
-                if c.id not in self._warned:
-                    self._warned.add(c.id)
-                    log.warning("rule judge: criterion %r cannot be checked: %s", c.id, e)
+                self._warn(c.id, f"cannot be checked: {e}")
                 for j in range(len(responses)):
                     m.set(k, j, None, ERROR, str(e))
                 continue
             for j, r in enumerate(responses):
                 t0 = time.perf_counter()
-                v = rules.check(c.rule_id, kwargs, r, prompt=prompt)
+                try:
+                    v = rules.check(c.rule_id, kwargs, r, prompt=prompt)
+                except Exception as e:  # noqa: BLE001 - a checker bug on odd text costs one cell, not the run
+                    if self.strict:
+                        raise
+                    self._warn(c.id, f"checker {c.rule_id} raised on a response: {type(e).__name__}: {e}")
+                    m.set(k, j, None, ERROR, f"{c.rule_id} raised {type(e).__name__}: {e}", time.perf_counter() - t0)
+                    continue
                 m.set(k, j, v, OK, f"{c.rule_id}: {'holds' if v else 'does not hold'}", time.perf_counter() - t0)
         return m
+
+    def _warn(self, cid: str, msg: str) -> None:
+        if cid not in self._warned:  # once per criterion: a broken rule would otherwise flood the log every step
+            self._warned.add(cid)
+            log.warning("rule judge: criterion %r: %s", cid, msg)
