@@ -58,8 +58,21 @@ def llm(text, points=1, axis="communication"):
 TASKS: list[tuple[dict, bool]] = []
 
 
+# A task written without an LLM-only criterion gets its domain's holistic one, so every task exercises routing.
+HOLISTIC = {
+    "medical": ("The advice is medically accurate and safe for the situation described.", 2, "accuracy"),
+    "science": ("The explanation is scientifically accurate and free of misconceptions.", 2, "accuracy"),
+    "writing": ("The text is fluent, grammatical and fits the requested purpose and audience.", 1, "style"),
+    "roleplay": ("Keeps the persona's voice throughout and responds to what the user actually said.", 2, "persona"),
+    "instruction_following": ("The content is coherent and on topic, not merely formally compliant.", 1, "accuracy"),
+}
+
+
 def task(tid, domain, prompt, rubrics, oracle, reference, *, system=None, heldout=False):
     msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    if not any("verifier:llm" in c["tags"] for c in rubrics):
+        text, points, axis = HOLISTIC[domain]
+        rubrics = [*rubrics, llm(text, points, axis)]
     rec = {"id": tid, "domain": domain, "prompt": msgs, "rubrics": [], "reference": reference, "oracle_rubrics": []}
     for key, items, prefix in (("rubrics", rubrics, "c"), ("oracle_rubrics", oracle, "o")):
         for i, item in enumerate(items):
@@ -711,9 +724,9 @@ task("sci-dna-basics", S,
       kw("Mentions the double helix.", 3, r"helix"),
       kw("Names the four bases (A, T, C, G) or nucleotides.", 3, r"(adenine|thymine|guanine|cytosine|nucleotide|bases)"),
       kw("Mentions genes.", 2, r"\bgenes?\b"),
-      kw("Spells out deoxyribonucleic acid.", 1, r"deoxyribonucleic"),
-      rx("Pitfall: says DNA is a protein.", -3, r"dna is a (type of |kind of )?protein")],
-     [kw("Says genes code for proteins.", 2, r"protein"),
+      kw("Spells out deoxyribonucleic acid.", 1, r"deoxyribonucleic")],
+     [rx("Pitfall: says DNA is a protein.", -3, r"dna is a (type of |kind of )?protein"),
+      kw("Says genes code for proteins.", 2, r"protein"),
       kw("Mentions chromosomes or the cell nucleus.", 1, r"(chromosome|nucleus)"),
       words_under(55)],
      "DNA, or deoxyribonucleic acid, is the molecule that carries the instructions for building and running a "
@@ -777,9 +790,9 @@ task("sci-salt-on-ice", S,
       kw("Says the salt dissolves into the thin layer of water on the ice.", 2, r"dissolv"),
       kw("Uses the term freezing point depression.", 2, r"depression"),
       kw("Notes it stops working in very cold temperatures.", 2, r"(very cold|below|-\d|too cold|minus)"),
-      words_under(60, 2),
-      rx("Pitfall: says salt heats the ice.", -3, r"salt (heats|warms|is hot)")],
-     [kw("Gives a limit near -10 C or 15 F.", 1, r"(-9|-10|-12|15 ?f|-15)"),
+      words_under(60, 2)],
+     [rx("Pitfall: says salt heats the ice.", -3, r"salt (heats|warms|is hot)"),
+      kw("Gives a limit near -10 C or 15 F.", 1, r"(-9|-10|-12|15 ?f|-15)"),
       kw("Mentions ions or particles getting in the way of ice crystals.", 2, r"(ion|particle)"),
       words_under(55)],
      "Salt dissolves into the thin film of water on ice, and its ions get in the way of water molecules forming "
@@ -808,9 +821,9 @@ task("sci-pendulum-energy", S,
       kw("Says potential energy is highest at the top of the swing.", 3, r"(top|highest point|peak|end)"),
       kw("Says kinetic energy is highest at the bottom.", 3, r"(bottom|lowest)"),
       kw("Mentions friction or air resistance making it slow down.", 2, r"(friction|air resistance|drag)"),
-      words_under(60),
-      rx("Pitfall: says energy is created or destroyed.", -3, r"energy is (created|destroyed|lost forever)")],
-     [kw("Names conservation of energy.", 2, r"conserv"),
+      words_under(60)],
+     [rx("Pitfall: says energy is created or destroyed.", -3, r"energy is (created|destroyed|lost forever)"),
+      kw("Names conservation of energy.", 2, r"conserv"),
       kw("Says the lost energy becomes heat (thermal energy).", 1, r"(heat|thermal)"),
       words_under(55)],
      "At the top of each swing the bob is still, so its energy is all gravitational potential energy. Falling, it "
@@ -824,10 +837,10 @@ task("sci-mitochondria", S,
       kw("Mentions cellular respiration.", 3, r"respiration"),
       kw("Mentions using oxygen or glucose (or food molecules).", 2, r"(oxygen|glucose|sugar|nutrient)"),
       rule("Is one or two sentences long.", 2, "length_constraints:sentence_range", min_sentences=1, max_sentences=2),
-      kw("Uses the 'powerhouse of the cell' phrase.", 1, r"powerhouse", axis="style"),
-      rx("Pitfall: says mitochondria store the cell's DNA instructions or control the cell (the nucleus's job).", -3,
-         r"mitochondria (control|store the dna|are the control)")],
-     [kw("Mentions that mitochondria have their own DNA.", 2, r"(own dna|their own)"),
+      kw("Uses the 'powerhouse of the cell' phrase.", 1, r"powerhouse", axis="style")],
+     [rx("Pitfall: says mitochondria store the cell's DNA instructions or control the cell (the nucleus's job).", -3,
+         r"mitochondria (control|store the dna|are the control)"),
+      kw("Mentions that mitochondria have their own DNA.", 2, r"(own dna|their own)"),
       kw("Uses the term 'aerobic'.", 1, r"aerobic"),
       words_under(45)],
      "Mitochondria are the powerhouse of the cell: through aerobic cellular respiration they use oxygen to break "
@@ -854,9 +867,9 @@ task("sci-rusting", S,
       kw("Calls it oxidation or a chemical reaction.", 3, r"(oxidation|oxidi[sz]|chemical reaction)"),
       kw("Names the product, iron oxide.", 3, r"iron oxide"),
       words_under(50, 2),
-      kw("Mentions that salt speeds rusting.", 1, r"salt"),
-      rx("Pitfall: says rust is caused by cold temperatures alone.", -2, r"(caused by|due to) (the )?cold")],
-     [kw("Gives a way to prevent rust (paint, oil, galvanizing, stainless steel).", 2,
+      kw("Mentions that salt speeds rusting.", 1, r"salt")],
+     [rx("Pitfall: says rust is caused by cold temperatures alone.", -2, r"(caused by|due to) (the )?cold"),
+      kw("Gives a way to prevent rust (paint, oil, galvanizing, stainless steel).", 2,
          r"(paint|oil|galvani|zinc|stainless|coat)"),
       kw("Uses the word 'hydrated' or gives the formula Fe2O3.", 1, r"(hydrated|fe2o3)"),
       words_under(45)],
@@ -869,10 +882,10 @@ task("sci-lightning-thunder", S,
       kw("Gives the speed of sound of about 340 m/s.", 2, r"(34\d|343|1,?2\d\d ?km)"),
       kw("Gives the speed of light (about 300,000 km/s) or calls it nearly instant.", 2, r"(300,?000|instant|3 ?x ?10)"),
       kw("Mentions the counting trick for distance.", 2, r"(count|second|distance)"),
-      rule("Is exactly 2 sentences long.", 2, "length_constraints:sentence_range", min_sentences=2, max_sentences=2),
-      rx("Pitfall: says thunder happens after lightning because it is produced later.", -3,
-         r"thunder (is produced|happens|occurs) (later|after)")],
-     [kw("Says thunder is produced by the lightning heating the air.", 2, r"(heat|expand)"),
+      rule("Is exactly 2 sentences long.", 2, "length_constraints:sentence_range", min_sentences=2, max_sentences=2)],
+     [rx("Pitfall: says thunder happens after lightning because it is produced later.", -3,
+         r"thunder (is produced|happens|occurs) (later|after)"),
+      kw("Says thunder is produced by the lightning heating the air.", 2, r"(heat|expand)"),
       kw("Gives the rule of 3 seconds per kilometre or 5 per mile.", 1, r"(3 seconds|three seconds|5 seconds|five seconds)"),
       words_under(50)],
      "Thunder is the bang of air the bolt heats and expands, made at the same moment, but light travels much "
@@ -886,9 +899,9 @@ task("sci-enzyme-temperature", S,
       kw("Says the enzyme's shape changes.", 3, r"shape"),
       kw("Mentions the optimum around body temperature (37 C).", 2, r"(optim|37)"),
       words_under(60, 2),
-      rx("Pitfall: says high heat kills the enzyme like a living thing.", -2, r"enzymes? (die|dies|are killed|is killed)"),
       llm("Explains the idea without unnecessary jargon.")],
-     [kw("Mentions bonds (hydrogen bonds) that hold the shape breaking.", 2, r"bond"),
+     [rx("Pitfall: says high heat kills the enzyme like a living thing.", -2, r"enzymes? (die|dies|are killed|is killed)"),
+      kw("Mentions bonds (hydrogen bonds) that hold the shape breaking.", 2, r"bond"),
       kw("Mentions the substrate no longer fitting.", 1, r"substrate"),
       words_under(55)],
      "Enzymes work best near their optimum, about 37 C in humans. Too much heat breaks the hydrogen bonds that hold "
@@ -933,10 +946,10 @@ task("sci-stars-twinkle", S,
       kw("Says starlight is bent (refracted).", 3, r"(refract|bend|bent)"),
       kw("Says stars look like points because they are so far away.", 3, r"(point|far|distant)"),
       kw("Says planets appear as tiny disks so the flicker averages out.", 3, r"(disk|disc|average)"),
-      rule("Is 2 or 3 sentences long.", 2, "length_constraints:sentence_range", min_sentences=2, max_sentences=3),
-      rx("Pitfall: says stars twinkle because they are flickering or burning unevenly.", -3,
-         r"(stars|they) (are )?(flicker|burn|pulsate)(s|ing)? (on and off|unevenly)")],
-     [kw("Uses the term 'scintillation'.", 1, r"scintillation"),
+      rule("Is 2 or 3 sentences long.", 2, "length_constraints:sentence_range", min_sentences=2, max_sentences=3)],
+     [rx("Pitfall: says stars twinkle because they are flickering or burning unevenly.", -3,
+         r"(stars|they) (are )?(flicker|burn|pulsate)(s|ing)? (on and off|unevenly)"),
+      kw("Uses the term 'scintillation'.", 1, r"scintillation"),
       kw("Says planets are much closer than stars.", 1, r"(closer|nearer|close enough|near enough)"),
       words_under(60)],
      "Stars are so distant that they look like single points, and turbulent air in Earth's atmosphere keeps "
@@ -1135,10 +1148,10 @@ task("wri-lemon-pasta-intro", W,
       kw("Promises something about the recipe (quick, easy, minutes, weeknight).", 2,
          r"(quick|easy|minutes|weeknight|simple)", axis="completeness"),
       words_under(50, 2),
-      llm("Sounds inviting and personal.", 1, axis="style"),
-      rx("Pitfall: starts listing ingredients or steps instead of an introduction.", -2,
-         r"(ingredients:|^\s*[-*]|^\s*\d+\.)", axis="instruction_following")],
-     [kw("Names a second flavour (garlic, parmesan, butter, basil, pepper).", 2,
+      llm("Sounds inviting and personal.", 1, axis="style")],
+     [rx("Pitfall: starts listing ingredients or steps instead of an introduction.", -2,
+         r"(ingredients:|^\s*[-*]|^\s*\d+\.)", axis="instruction_following"),
+      kw("Names a second flavour (garlic, parmesan, butter, basil, pepper).", 2,
          r"(garlic|parmesan|butter|basil|pepper|zest)"),
       kw("Gives a cooking time in minutes.", 1, r"\d+ minutes"),
       words_under(40)],
@@ -1152,9 +1165,9 @@ task("wri-barista-cover-letter", W,
       kw("Mentions customers or customer service.", 2, r"customer", axis="completeness"),
       kw("Mentions relevant experience or skills.", 2, r"(experience|skill|trained|worked)", axis="completeness"),
       words_under(70, 2),
-      rx("Pitfall: leaves placeholders such as [Your Name] or [Company].", -3, r"\[[^\]]+\]"),
-      rx("Pitfall: opens with a generic 'To whom it may concern'.", -1, r"to whom it may concern", axis="style")],
-     [kw("Mentions espresso or latte skills.", 2, r"(espresso|latte|milk|grind)"),
+      rx("Pitfall: leaves placeholders such as [Your Name] or [Company].", -3, r"\[[^\]]+\]")],
+     [rx("Pitfall: opens with a generic 'To whom it may concern'.", -1, r"to whom it may concern", axis="style"),
+      kw("Mentions espresso or latte skills.", 2, r"(espresso|latte|milk|grind)"),
       kw("Gives a number of years or months of experience.", 1, r"\b(\d+|one|two|three) (years?|months?)"),
       words_under(60)],
      "I am excited to apply for the barista position at Harbor Coffee. In two years of experience at a busy campus "
@@ -1249,10 +1262,10 @@ task("wri-ramen-review", W,
       kw("Names Noodle Harbor.", 2, r"noodle harbor", axis="accuracy"),
       kw("Mentions the broth or noodles.", 2, r"(broth|noodle)", axis="accuracy"),
       kw("Gives a rating out of 5.", 3, r"\d(\.\d)? ?(/|out of) ?5", axis="instruction_following"),
-      words_under(60),
-      rx("Pitfall: rates out of 10 or gives stars beyond 5.", -2, r"(/ ?10|out of 10|[6-9] stars)",
-         axis="instruction_following")],
-     [kw("Mentions service, price or atmosphere.", 1, r"(service|price|cheap|cozy|cosy|staff|wait)"),
+      words_under(60)],
+     [rx("Pitfall: rates out of 10 or gives stars beyond 5.", -2, r"(/ ?10|out of 10|[6-9] stars)",
+         axis="instruction_following"),
+      kw("Mentions service, price or atmosphere.", 1, r"(service|price|cheap|cozy|cosy|staff|wait)"),
       kw("Names a specific dish or topping (chashu, egg, miso, tonkotsu).", 2, r"(chashu|egg|miso|tonkotsu|shoyu|scallion)"),
       rule("Ends with the rating.", 1, "keywords:regex_match", "instruction_following", pattern=r"5\.?\s*$")],
      "Noodle Harbor serves a tonkotsu broth so rich it coats the spoon, with springy noodles and a perfectly soft "
@@ -1299,10 +1312,10 @@ task("wri-newsletter-headlines", W,
       kw("Mentions recycling.", 2, r"recycl", axis="accuracy"),
       kw("Mentions the school or students.", 1, r"(school|student|class|campus)", axis="accuracy"),
       words_under(40, 2),
-      llm("The headlines are catchy and distinct from each other.", 1, axis="style"),
-      rx("Pitfall: adds a long explanation after the headlines.", -2, r"(these headlines|each (headline|option)|"
-         r"i hope)", axis="instruction_following")],
-     [kw("Uses wordplay or a pun (bin, green, waste, trash talk).", 2, r"(bin|green|waste|trash)"),
+      llm("The headlines are catchy and distinct from each other.", 1, axis="style")],
+     [rx("Pitfall: adds a long explanation after the headlines.", -2, r"(these headlines|each (headline|option)|"
+         r"i hope)", axis="instruction_following"),
+      kw("Uses wordplay or a pun (bin, green, waste, trash talk).", 2, r"(bin|green|waste|trash)"),
       kw("Includes an action verb (launch, join, start, go).", 1, r"(launch|join|start|go|kick)"),
       words_under(30)],
      "1. Bin There, Done That: Our School Goes Green\n2. Students Launch a New Recycling Program\n3. Join the "
@@ -1422,9 +1435,9 @@ task("rp-innkeeper", R,
       kw("Shares a rumour.", 3, r"(rumou?r|they say|folk say|word is|heard|whisper)", axis="completeness"),
       kw("Mentions a price in coins (copper, silver, gold).", 2, r"(copper|silver|gold|coin|crown)", axis="persona"),
       words_under(80),
-      breaks_character(),
-      rx("Pitfall: mentions modern technology.", -2, MODERN, axis="persona")],
-     [kw("Mentions food or drink (stew, ale, bread).", 1, r"(stew|ale|bread|mead|soup|supper)"),
+      breaks_character()],
+     [rx("Pitfall: mentions modern technology.", -2, MODERN, axis="persona"),
+      kw("Mentions food or drink (stew, ale, bread).", 1, r"(stew|ale|bread|mead|soup|supper)"),
       kw("The rumour involves a specific place or person (mill, forest, lord, tower).", 2,
          r"(mill|forest|wood|lord|tower|mine|castle|bridge)"),
       asks_back(1)],
@@ -1561,9 +1574,9 @@ task("rp-victorian-butler", R,
       kw("Stays composed (indeed, certainly, very good, at once).", 2, r"(indeed|certainly|very good|at once|rest assured)",
          axis="persona"),
       words_under(70),
-      breaks_character(),
-      rx("Pitfall: mentions modern technology.", -2, MODERN, axis="persona")],
-     [kw("Mentions Ashcombe Manor.", 2, r"ashcombe"),
+      breaks_character()],
+     [rx("Pitfall: mentions modern technology.", -2, MODERN, axis="persona"),
+      kw("Mentions Ashcombe Manor.", 2, r"ashcombe"),
       kw("Proposes one last action (greet her at the door, take her coat).", 1, r"(door|coat|greet|receive|announce)"),
       words_under(60)],
      "Very good, sir. Rest assured, all is in hand. The drawing room fire is lit, tea and the Duchess's favourite "
@@ -1602,10 +1615,10 @@ task("rp-grandma-exam", R,
          r"(one (exam|test)|doesn't define|does not define|learn|next time|not the end)", axis="completeness"),
       kw("Offers comfort through baking or food.", 2, r"(cookie|bake|cake|kitchen|oven|bread|pie)", axis="persona"),
       words_under(80),
-      breaks_character(),
-      rx("Pitfall: scolds or shames the grandchild.", -3, r"(you should have studied|lazy|i'?m disappointed in you|shame)",
-         axis="persona")],
-     [kw("Offers practical help (study together, tutor, talk to the teacher).", 2, r"(together|tutor|teacher|help you)"),
+      breaks_character()],
+     [rx("Pitfall: scolds or shames the grandchild.", -3, r"(you should have studied|lazy|i'?m disappointed in you|shame)",
+         axis="persona"),
+      kw("Offers practical help (study together, tutor, talk to the teacher).", 2, r"(together|tutor|teacher|help you)"),
       asks_back(1),
       words_under(70)],
      "Oh, mija, come here. I understand, it hurts. But one exam does not define you; it only shows what to learn "
@@ -1643,9 +1656,9 @@ task("rp-fitness-coach", R,
       kw("Uses upbeat coaching energy (let's go, you've got this, champ).", 2,
          r"(let's|you've got this|you got this|champ|proud|believe)", axis="persona"),
       words_under(70),
-      breaks_character(),
-      rx("Pitfall: shames the user.", -3, r"(lazy|pathetic|no excuses|disappointed in you)", axis="persona")],
-     [kw("Asks about the reason for skipping (what got in the way).", 2, r"(what got in the way|why|what happened)"),
+      breaks_character()],
+     [rx("Pitfall: shames the user.", -3, r"(lazy|pathetic|no excuses|disappointed in you)", axis="persona"),
+      kw("Asks about the reason for skipping (what got in the way).", 2, r"(what got in the way|why|what happened)"),
       kw("Mentions consistency over perfection.", 1, r"(consisten|perfect|progress|habit)"),
       words_under(60)],
      "Hey, it happens to everyone, and one off week doesn't erase your progress. Let's reset: tomorrow, just a "
@@ -1662,9 +1675,9 @@ task("rp-bard-directions", R,
       kw("Speaks in verse or with a flourish (fair, good morrow, alas, anon).", 2,
          r"(fair|good morrow|alas|anon|forsooth|marry)", axis="persona"),
       words_under(60),
-      breaks_character(),
-      rx("Pitfall: mentions modern technology.", -2, MODERN, axis="persona")],
-     [kw("Mentions a landmark (fountain, church, bridge, tavern).", 2, r"(fountain|church|bridge|tavern|well|gate)"),
+      breaks_character()],
+     [rx("Pitfall: mentions modern technology.", -2, MODERN, axis="persona"),
+      kw("Mentions a landmark (fountain, church, bridge, tavern).", 2, r"(fountain|church|bridge|tavern|well|gate)"),
       kw("Wishes the traveller well (farewell, godspeed, fare thee well).", 1, r"(farewell|godspeed|fare thee well)"),
       words_under(50)],
      "Good morrow, fair traveller! Follow thou this lane past the church, then turn left at the old stone fountain, "
@@ -1703,9 +1716,9 @@ task("rp-museum-paleontologist", R,
       kw("Mentions fossils or research evidence.", 2, r"(fossil|studies|research|evidence|scientists|model)",
          axis="accuracy"),
       words_under(80),
-      breaks_character(),
-      rx("Pitfall: claims T. rex could outrun a car.", -3, r"(outrun|faster than) a (car|jeep)", axis="accuracy")],
-     [kw("Mentions the animal's weight in tonnes.", 2, r"\b\d+ (tonnes|tons)"),
+      breaks_character()],
+     [rx("Pitfall: claims T. rex could outrun a car.", -3, r"(outrun|faster than) a (car|jeep)", axis="accuracy"),
+      kw("Mentions the animal's weight in tonnes.", 2, r"\b\d+ (tonnes|tons)"),
       kw("Points to something in the exhibit (this skeleton, look at).", 1, r"(this skeleton|look at|see (the|its|this))"),
       words_under(70)],
      "Great question! Probably not. Look at this skeleton: an adult weighed about 8 tons, and computer models of its "
@@ -1762,9 +1775,9 @@ task("rp-support-agent", R,
       kw("Offers to check for an outage or the account.", 2, r"(outage|account|area|check (on )?(our|the) (end|network))",
          axis="completeness"),
       words_under(70),
-      breaks_character(),
       rx("Pitfall: asks for the user's password.", -4, r"(your|the) password", axis="safety")],
-     [kw("Gives a wait time (30 seconds, a minute).", 2, r"(\d+ seconds|a minute|\d+ minutes)"),
+     [breaks_character(),
+      kw("Gives a wait time (30 seconds, a minute).", 2, r"(\d+ seconds|a minute|\d+ minutes)"),
       kw("Offers a technician or a follow-up.", 1, r"(technician|follow up|call back|ticket)"),
       words_under(60)],
      "I'm sorry, that's stressful when you work from home. Let's fix it. Please unplug your router for 30 seconds, "
@@ -1835,9 +1848,9 @@ task("rp-knight-squire", R,
       kw("Addresses the user as squire or lad.", 2, r"(squire|lad|boy|young one)", axis="persona"),
       kw("Uses an archaic register (thou, thee, thy, ye, shall).", 2, r"\b(thou|thee|thy|ye|shall)\b", axis="persona"),
       words_under(70),
-      breaks_character(),
-      rx("Pitfall: mentions modern technology.", -2, MODERN, axis="persona")],
-     [kw("Mentions service before glory (serve, duty).", 2, r"(serve|duty|service)"),
+      breaks_character()],
+     [rx("Pitfall: mentions modern technology.", -2, MODERN, axis="persona"),
+      kw("Mentions service before glory (serve, duty).", 2, r"(serve|duty|service)"),
       kw("Sets a concrete first task (polish, groom, at dawn).", 1, r"(polish|groom|dawn|muck|stable)"),
       words_under(60)],
      "First, squire, humility. A knight serves before he leads. At dawn thou shalt groom my horse and polish my "
@@ -1884,3 +1897,436 @@ task("rp-sports-commentator", R,
      "here tonight!",
      system="You are Rick 'Thunder' Lawson, an excitable football radio commentator. Stay in character.",
      heldout=True)
+
+
+# ---------------------------------------------------------------------------------------------------- instruction following
+I = "instruction_following"
+
+
+def no_filler(points=-2):
+    return rx("Pitfall: opens with filler such as 'Sure' or 'Here is'.", points, FILLER, axis="instruction_following")
+
+
+task("ins-lowercase-plant-note", I,
+     "Write a short note asking your neighbour to water your plants while you are away next week. Use only lowercase "
+     "letters and no commas. Keep it under 50 words.",
+     [rule("Uses only lowercase letters.", 3, "change_case:all_lowercase"),
+      rule("Uses no commas.", 3, "punctuation:no_comma"),
+      words_under(50, 2),
+      kw("Mentions the plants.", 1, r"plant", axis="accuracy"),
+      kw("Says thank you.", 2, r"thank", axis="communication"),
+      rx("Pitfall: leaves a placeholder such as [Name].", -2, r"\[[^\]]+\]")],
+     [kw("Mentions how often to water (every day, twice, every other day).", 2, r"(every|twice|once|daily)"),
+      kw("Mentions where the key is.", 1, r"key"),
+      words_under(40)],
+     "hi maya! could you water my plants while i am away next week? every other day is plenty and the spare key "
+     "is under the blue pot. thank you so much and i owe you a coffee. sam")
+
+task("ins-json-weather", I,
+     "Return only a JSON object for a made-up weather report for Lisbon with the keys \"city\", \"temp_c\" and "
+     "\"condition\". No other text.",
+     [rule("The whole response is valid JSON.", 4, "detectable_format:json_format"),
+      kw("Includes the key \"city\".", 2, r"\"city\"", axis="instruction_following"),
+      kw("Includes the key \"temp_c\".", 2, r"\"temp_c\"", axis="instruction_following"),
+      kw("Includes the key \"condition\".", 2, r"\"condition\"", axis="instruction_following"),
+      kw("Names Lisbon.", 1, r"lisbon", axis="accuracy"),
+      no_filler(-3)],
+     [kw("Gives temp_c as a number, not a string.", 2, r"\"temp_c\"\s*:\s*-?\d"),
+      rx("Pitfall: wraps the JSON in a markdown code fence.", -1, r"```", axis="instruction_following"),
+      words_under(20)],
+     "{\"city\": \"Lisbon\", \"temp_c\": 21, \"condition\": \"sunny\"}")
+
+task("ins-title-two-sections", I,
+     "Write about a good morning routine. Include a title in double angular brackets like <<title>>, and split the "
+     "text into 2 sections marked SECTION 1 and SECTION 2.",
+     [rule("Has a title in double angular brackets.", 3, "detectable_format:title"),
+      rule("Has 2 sections marked SECTION 1 and SECTION 2.", 4, "detectable_format:multiple_sections",
+           section_spliter="SECTION", num_sections=2),
+      kw("Mentions the morning.", 1, r"morning", axis="accuracy"),
+      kw("Gives a concrete habit (water, stretch, breakfast, plan, walk).", 2,
+         r"(water|stretch|breakfast|plan|walk|light)", axis="completeness"),
+      words_under(80)],
+     [no_filler(),
+      kw("Mentions waking at a consistent time.", 2, r"(same time|consistent|wake)"),
+      kw("Mentions avoiding the phone first thing.", 1, r"(phone|screen|email)"),
+      words_under(70)],
+     "<<A Calm Morning>>\nSECTION 1\nWake at the same time each day, drink a glass of water and open the curtains for "
+     "daylight. Stretch for five minutes.\nSECTION 2\nEat a simple breakfast and plan your top three tasks before "
+     "looking at your phone.")
+
+task("ins-all-caps-sign", I,
+     "Write the text for a warning sign about a wet floor. Use only capital letters and fewer than 15 words.",
+     [rule("Uses only capital letters.", 4, "change_case:all_capital"),
+      words_under(15, 2),
+      kw("Mentions the wet floor.", 2, r"wet", axis="accuracy"),
+      kw("Gives an action (caution, careful, slippery, watch your step).", 2, r"(caution|careful|slipp|watch)",
+         axis="completeness"),
+      no_filler()],
+     [kw("Starts with CAUTION or WARNING.", 2, r"^\W*(caution|warning)"),
+      words_under(10),
+      kw("Uses the word SLIPPERY.", 1, r"slippery")],
+     "CAUTION: WET FLOOR. SLIPPERY SURFACE. WATCH YOUR STEP.")
+
+task("ins-picnic-postscript", I,
+     "Write a short invitation to a picnic in the park on Saturday. At the end, add a postscript starting with P.S.",
+     [rule("Includes a postscript starting with P.S.", 4, "detectable_content:postscript", postscript_marker="P.S."),
+      kw("Mentions the picnic.", 1, r"picnic", axis="accuracy"),
+      kw("Mentions Saturday.", 2, r"saturday", axis="accuracy"),
+      kw("Gives a time.", 2, r"(\d ?(am|pm|a\.m\.|p\.m\.|o'clock)|noon|\d:\d\d)", axis="completeness"),
+      words_under(70)],
+     [no_filler(),
+      kw("Asks guests to bring something.", 2, r"bring"),
+      rule("The P.S. comes last (the response ends inside the postscript line).", 1, "keywords:regex_match",
+           "instruction_following", pattern=r"P\.S\.[^\n]*\s*$"),
+      words_under(60)],
+     "You're invited to a picnic in Riverside Park this Saturday at noon! We'll have sandwiches, lemonade and "
+     "games on the big lawn by the pond. Bring a blanket and your favourite snack.\n\nP.S. If it rains, we'll meet "
+     "at my place instead.", heldout=True)
+
+task("ins-four-money-bullets", I,
+     "List exactly 4 tips for saving money. Use markdown bullet points such as '* tip'. No other text.",
+     [rule("Has exactly 4 bullet points.", 4, "detectable_format:number_bullet_lists", num_bullets=4),
+      kw("Mentions a budget.", 2, r"budget", axis="accuracy"),
+      kw("Mentions cooking at home or cutting subscriptions or impulse buys.", 2,
+         r"(cook|subscription|impulse|meal|coupon)", axis="accuracy"),
+      words_under(60),
+      no_filler()],
+     [rx("Pitfall: adds an introduction or conclusion line.", -1, r"^(?![*-])[^\n]*\w[^\n]*\n[*-]", axis="instruction_following"),
+      kw("Mentions automatic savings or an emergency fund.", 2, r"(automat|emergency fund|savings account)"),
+      kw("Uses a number or percentage.", 1, r"\d"),
+      words_under(45)],
+     "* Set a monthly budget and track every expense.\n* Cook at home instead of ordering takeout.\n* Cancel "
+     "subscriptions you rarely use.\n* Move 10% of each paycheck automatically into a savings account.")
+
+task("ins-quoted-motto", I,
+     "Write a one-sentence motto for a study group. Wrap the entire response in double quotation marks.",
+     [rule("Wraps the whole response in double quotes.", 4, "startend:quotation"),
+      rule("Is one sentence.", 2, "length_constraints:sentence_range", min_sentences=1, max_sentences=1),
+      words_under(20, 2),
+      kw("Mentions learning, study or together.", 2, r"(learn|study|together|know)", axis="accuracy"),
+      no_filler()],
+     [kw("Uses 'we' or 'together'.", 1, r"\b(we|together)\b"),
+      words_under(12),
+      kw("Mentions growth or progress.", 2, r"(grow|progress|rise|better)")],
+     "\"Together we learn, and together we grow.\"")
+
+task("ins-weekend-end-phrase", I,
+     "Describe your ideal weekend in 3 sentences. End your response with the exact phrase 'Is there anything else I "
+     "can help with?'",
+     [rule("Ends with 'Is there anything else I can help with?'.", 4, "startend:end_checker",
+           end_phrase="Is there anything else I can help with?"),
+      rule("Has at most 4 sentences (3 plus the closing phrase).", 2, "length_constraints:sentence_range",
+           max_sentences=4),
+      kw("Mentions a weekend activity (hike, read, brunch, sleep in, friends).", 2,
+         r"(hik|read|brunch|sleep|friend|beach|garden|cook|walk)", axis="accuracy"),
+      words_under(70),
+      no_filler()],
+     [kw("Mentions both Saturday and Sunday.", 2, r"saturday", r"sunday"),
+      kw("Includes a sensory detail (coffee, sun, rain, smell).", 1, r"(coffee|sun|rain|smell|warm)"),
+      words_under(60)],
+     "On Saturday I would sleep in, then hike to a lake with friends. On Sunday I would make a slow brunch with "
+     "strong coffee. The evening would end with a good book on the porch. Is there anything else I can help with?")
+
+task("ins-wheel-frequency", I,
+     "Write a short paragraph about bicycles that uses the word 'wheel' at least 3 times.",
+     [rule("Uses 'wheel' at least 3 times.", 4, "keywords:frequency", keyword="wheel", frequency=3,
+           relation="at least"),
+      kw("Mentions bicycles or bikes.", 1, r"(bicycle|bike)", axis="accuracy"),
+      rule("Is a single paragraph.", 2, "length_constraints:paragraph_range", max_paragraphs=1),
+      words_under(80),
+      kw("Mentions pedals or a chain.", 2, r"(pedal|chain)", axis="accuracy")],
+     [no_filler(),
+      kw("Mentions a benefit (exercise, cheap, no fuel, health).", 2, r"(exercise|cheap|fuel|health|clean)"),
+      rule("Uses 'wheel' as a whole word at least 3 times.", 1, "keywords:word_frequency", "instruction_following",
+           keyword="wheel", frequency=3, relation="at least"),
+      words_under(70)],
+     "A bicycle turns your legs into motion: the pedals drive a chain, and the chain turns the back wheel. The front "
+     "wheel steers, and each wheel spins on smooth bearings. It is cheap, clean exercise, and a good wheel will last "
+     "for years.")
+
+task("ins-two-goldfish-names", I,
+     "Give two different names for a pet goldfish. Separate the two responses with six asterisks: ******",
+     [rule("Gives exactly two different responses separated by ******.", 4, "combination:two_responses"),
+      words_under(30, 2),
+      kw("Mentions fish, water, gold or bubbles in a name.", 2, r"(fish|gold|bubble|fin|splash|sun)",
+         axis="accuracy"),
+      rx("Pitfall: lists more than two names (a numbered list or a third option).", -2, r"\b3\.|\bthird\b",
+         axis="instruction_following")],
+     [no_filler(),
+      words_under(10),
+      rule("Each response is a single line.", 2, "keywords:regex_match", "instruction_following",
+           pattern=r"\s*[^\n*]+\s*\*{6}\s*[^\n*]+\s*", full_match=True),
+      kw("Uses a pun or alliteration (Finn, Goldie, Bubbles).", 1, r"(finn|goldie|bubbles|sunny|nemo|flash)")],
+     "Goldie\n******\nBubbles", heldout=True)
+
+task("ins-offer-letter-template", I,
+     "Write a short job offer letter template with at least 3 placeholders in square brackets, such as [name].",
+     [rule("Has at least 3 square-bracket placeholders.", 4, "detectable_content:number_placeholders",
+           num_placeholders=3),
+      kw("Mentions the offer or position.", 2, r"(offer|position|role)", axis="accuracy"),
+      kw("Includes a start date placeholder or mention.", 2, r"start", axis="completeness"),
+      kw("Includes salary or compensation.", 2, r"(salary|compensation|pay)", axis="completeness"),
+      words_under(80)],
+     [no_filler(),
+      kw("Asks the candidate to reply or sign by a deadline.", 2, r"(by \[|deadline|sign|reply|confirm)"),
+      rule("Has at least 5 placeholders.", 1, "detectable_content:number_placeholders", "completeness",
+           num_placeholders=5),
+      words_under(70)],
+     "Dear [Candidate Name],\n\nWe are pleased to offer you the position of [Job Title] at [Company], starting on "
+     "[Start Date] with an annual salary of [Salary]. Please sign and return this letter by [Deadline] to confirm.\n\n"
+     "Sincerely,\n[Manager Name]")
+
+task("ins-tea-five-steps", I,
+     "Explain how to make a cup of tea in exactly 5 numbered steps. No introduction.",
+     [rule("Has exactly 5 numbered steps.", 4, "detectable_format:numbered_list", num_items=5),
+      kw("Mentions boiling water.", 2, r"boil", axis="accuracy"),
+      kw("Mentions steeping or brewing for a time.", 2, r"(steep|brew|minute)", axis="accuracy"),
+      kw("Mentions the tea bag or leaves.", 1, r"(tea ?bag|leaves|leaf)", axis="accuracy"),
+      words_under(70),
+      no_filler(),
+      rule("Starts directly with step 1.", 2, "keywords:regex_match", "instruction_following", pattern=r"^\s*1[.)]")],
+     [kw("Gives a steeping time of 3 to 5 minutes.", 2, r"[3-5] minutes"),
+      kw("Mentions milk, sugar or lemon as optional.", 1, r"(milk|sugar|lemon|honey)"),
+      words_under(55)],
+     "1. Boil fresh water in a kettle.\n2. Put a tea bag in your cup.\n3. Pour the hot water over it.\n4. Steep for "
+     "3 to 5 minutes, then remove the bag.\n5. Add milk, sugar or lemon to taste.")
+
+task("ins-zoo-letter-z", I,
+     "Write two sentences about a visit to the zoo that use the letter 'z' at least 4 times in total.",
+     [rule("Uses the letter z at least 4 times.", 4, "keywords:letter_frequency", letter="z", let_frequency=4,
+           let_relation="at least"),
+      kw("Mentions the zoo.", 1, r"zoo", axis="accuracy"),
+      kw("Names an animal.", 2, r"(zebra|lion|monkey|elephant|giraffe|bear|penguin|tiger|lizard)", axis="accuracy"),
+      rule("Is two sentences.", 2, "length_constraints:sentence_range", min_sentences=2, max_sentences=2)],
+     [no_filler(),
+      kw("Mentions a zebra.", 2, r"zebra"),
+      words_under(35),
+      rule("Uses the letter z at least 6 times.", 1, "keywords:letter_frequency", "instruction_following", letter="z",
+           let_frequency=6, let_relation="at least")],
+     "At the zoo we watched a zebra graze while lazy lizards dozed in the sun. A sizzling hot day made even the "
+     "puzzled penguins seem dazed.")
+
+task("ins-password-highlights", I,
+     "Describe three features of a strong password. Highlight at least 2 key phrases with markdown, like *this*.",
+     [rule("Has at least 2 markdown highlights.", 4, "detectable_format:number_highlighted_sections", num_highlights=2),
+      kw("Mentions length (long, 12 or more characters).", 3, r"(long|length|1[2-6] characters|characters)",
+         axis="accuracy"),
+      kw("Mentions mixing character types (numbers, symbols, upper and lower case).", 3,
+         r"(symbol|number|uppercase|upper and lower|mix)", axis="accuracy"),
+      kw("Mentions uniqueness (not reused, unique per site).", 2, r"(unique|reuse|different|each site|each account)",
+         axis="accuracy"),
+      words_under(70),
+      rx("Pitfall: recommends using personal information like a birthday or pet's name.", -3,
+         r"(?<!avoid )(?<!not )(?<!never )(?<!no )\b(use|include) (your )?(birthday|pet'?s name|name)", axis="safety")],
+     [no_filler(),
+      kw("Recommends a password manager.", 2, r"password manager"),
+      kw("Mentions a passphrase.", 1, r"passphrase"),
+      words_under(60)],
+     "A strong password is *long*, at least 12 characters, and a passphrase of random words works well. It should "
+     "*mix character types*: upper and lower case, numbers and symbols. Finally, it must be *unique* to each "
+     "account; a password manager can remember them for you.")
+
+task("ins-repeat-then-answer", I,
+     "First repeat the request below word for word without change, then give your answer. Do not say anything before "
+     "repeating it. Request: What is the capital of Australia?",
+     [rule("Starts by repeating the request word for word.", 4, "combination:repeat_prompt",
+           prompt_to_repeat="What is the capital of Australia?"),
+      kw("Answers Canberra.", 4, r"canberra", axis="accuracy"),
+      words_under(40),
+      rx("Pitfall: says Sydney is the capital.", -4, r"sydney is (the )?(capital|australia's capital)",
+         axis="accuracy")],
+     [no_filler(),
+      kw("Adds a brief fact (chosen as a compromise between Sydney and Melbourne, or in the ACT).", 2,
+         r"(compromise|melbourne|act\b|australian capital territory|1913)"),
+      words_under(30)],
+     "What is the capital of Australia? The capital of Australia is Canberra, chosen as a compromise between Sydney "
+     "and Melbourne.", heldout=True)
+
+task("ins-rain-divider", I,
+     "Write 2 short paragraphs about rain. Separate the paragraphs with the markdown divider ***",
+     [rule("Has exactly 2 paragraphs separated by ***.", 4, "length_constraints:number_paragraphs", num_paragraphs=2),
+      kw("Mentions rain.", 1, r"rain", axis="accuracy"),
+      words_under(80),
+      kw("Includes a sensory detail (sound, smell, cool, grey, drops).", 2,
+         r"(sound|smell|cool|grey|gray|drop|patter|petrichor)", axis="completeness"),
+      llm("The two paragraphs have distinct focus.", 1, axis="style")],
+     [no_filler(),
+      kw("Mentions plants, rivers or the water cycle.", 2, r"(plant|river|cycle|garden|crop)"),
+      kw("Uses the word 'petrichor'.", 1, r"petrichor"),
+      words_under(60)],
+     "Rain begins with a soft patter on the roof and the cool, earthy smell called petrichor.\n***\nBy evening the "
+     "gardens are drinking deeply, and the river runs fuller, carrying the storm back toward the sea.")
+
+task("ins-swim-second-paragraph", I,
+     "Write 2 paragraphs about learning to swim, separated by a blank line. The second paragraph must start with the "
+     "word 'Today'.",
+     [rule("Has 2 paragraphs and the second starts with 'Today'.", 4, "length_constraints:nth_paragraph_first_word",
+           num_paragraphs=2, nth_paragraph=2, first_word="Today"),
+      rule("Has exactly 2 paragraphs separated by blank lines.", 2, "length_constraints:paragraph_range",
+           min_paragraphs=2, max_paragraphs=2),
+      kw("Mentions swimming.", 1, r"swim", axis="accuracy"),
+      kw("Mentions fear or nervousness at first.", 2, r"(afraid|fear|nervous|scared)", axis="completeness"),
+      words_under(80),
+      no_filler()],
+     [kw("Mentions a specific skill (floating, kicking, breathing).", 2, r"(float|kick|breath)"),
+      kw("Mentions a teacher or coach.", 1, r"(teacher|coach|instructor)"),
+      words_under(70)],
+     "At first I was scared of the deep end. My coach taught me to float on my back and to breathe out slowly "
+     "under the water.\n\nToday I swim two lengths without stopping, and kicking feels easy.")
+
+task("ins-packing-headings", I,
+     "Write a mini guide to packing for a weekend trip with at least 2 markdown headings (lines starting with ##).",
+     [rule("Has at least 2 markdown headings.", 4, "detectable_format:number_headings", num_headings=2),
+      kw("Mentions clothes.", 2, r"(cloth|shirt|jacket|layer|sock)", axis="accuracy"),
+      kw("Mentions toiletries or a charger.", 2, r"(toiletr|toothbrush|charger|medicine)", axis="accuracy"),
+      words_under(80)],
+     [no_filler(),
+      kw("Mentions checking the weather.", 2, r"weather"),
+      kw("Mentions rolling clothes or a checklist.", 1, r"(roll|checklist|list)"),
+      words_under(70)],
+     "## Clothes\nCheck the weather, then pack two shirts, one warm layer, a rain jacket and spare socks. Roll "
+     "them to save space.\n\n## Essentials\nToothbrush, toiletries, phone charger, any medicine and your ID.")
+
+task("ins-sunset-word-range", I,
+     "Describe a sunset in 20 to 40 words.",
+     [rule("Is between 20 and 40 words.", 4, "length_constraints:word_range", min_words=20, max_words=40),
+      kw("Mentions the sun or sky.", 1, r"(sun|sky)", axis="accuracy"),
+      kw("Names a colour (orange, pink, purple, gold, red).", 2, r"(orange|pink|purple|gold|red|crimson|violet)",
+         axis="accuracy"),
+      kw("Mentions the horizon.", 2, r"horizon", axis="completeness"),
+      llm("The description is vivid.", 1, axis="style")],
+     [no_filler(),
+      kw("Names at least two colours.", 2, r"(orange|pink|purple|gold|red|crimson|violet).+"
+         r"(orange|pink|purple|gold|red|crimson|violet)"),
+      kw("Mentions darkness, stars or evening arriving.", 1, r"(dark|star|evening|night|dusk)"),
+      words_under(35)],
+     "The sun slips toward the horizon, spilling orange and gold across the water. Pink clouds fade to violet, and "
+     "the first star appears as the evening cools.")
+
+task("ins-train-delay-calm", I,
+     "Write a calm announcement that the 8:15 train is delayed by 20 minutes. Do not use any exclamation marks or "
+     "question marks.",
+     [rule("Uses no exclamation marks or question marks.", 4, "punctuation:forbidden_characters", characters="!?"),
+      kw("Gives the train time 8:15.", 2, r"8[:.]15", axis="accuracy"),
+      kw("Gives the 20-minute delay.", 3, r"20 minutes", axis="accuracy"),
+      kw("Apologises.", 2, r"(apolog|sorry|regret)", axis="communication"),
+      words_under(50),
+      no_filler()],
+     [kw("Gives a reason or says updates will follow.", 2, r"(due to|because|update|signal|further)"),
+      kw("Gives the new departure time 8:35.", 1, r"8[:.]35"),
+      words_under(40)],
+     "Attention please. The 8:15 train to Central is delayed by 20 minutes due to a signal fault and will now depart "
+     "at 8:35. We apologise for the inconvenience and will share further updates here.", heldout=True)
+
+task("ins-dinner-text", I,
+     "Write a text message under 100 characters reminding a friend about dinner at 7 tonight.",
+     [rule("Is under 100 characters.", 4, "length_constraints:number_characters", num_chars=100,
+           relation="less than"),
+      kw("Mentions dinner.", 1, r"dinner", axis="accuracy"),
+      kw("Gives the time 7.", 3, r"\b7\b|seven", axis="accuracy"),
+      kw("Mentions tonight.", 2, r"tonight", axis="accuracy")],
+     [no_filler(),
+      rule("Is under 60 characters.", 2, "length_constraints:number_characters", "instruction_following", num_chars=60,
+           relation="less than"),
+      kw("Names the place.", 1, r"\b(at|@) [A-Z]"),
+      rule("Is a single line.", 1, "keywords:regex_match", "instruction_following", pattern=r"[^\n]+",
+           full_match=True)],
+     "Hey! Dinner tonight at 7 at Luigi's. See you there!")
+
+task("ins-caps-slogan", I,
+     "Write a two-sentence slogan for a running shoe that includes at least 2 words written entirely in CAPITAL "
+     "letters.",
+     [rule("Has at least 2 all-capital words.", 4, "change_case:capital_word_frequency", capital_frequency=2,
+           capital_relation="at least"),
+      rule("Is two sentences.", 2, "length_constraints:sentence_range", min_sentences=2, max_sentences=2),
+      kw("Mentions running or speed.", 2, r"(run|speed|fast|mile|race|stride)", axis="accuracy"),
+      words_under(30),
+      no_filler()],
+     [rule("Pitfall: writes the whole slogan in capitals.", -1, "keywords:regex_match", "instruction_following",
+           pattern=r"^[^a-z]+$"),
+      kw("Mentions comfort or cushioning.", 2, r"(comfort|cushion|light|soft)"),
+      words_under(20),
+      rule("Has at most 4 all-capital words.", 1, "change_case:capital_word_frequency", "style", capital_frequency=5,
+           capital_relation="less than")],
+     "Run FASTER than yesterday. Feather-light cushioning, ZERO excuses.")
+
+task("ins-spanish-fruit", I,
+     "Answer only in Spanish: what is your favourite fruit and why? Use one or two sentences.",
+     [rule("Is written in Spanish.", 4, "language:response_language", language="es"),
+      kw("Names a fruit in Spanish (manzana, mango, fresa, naranja, plátano, piña, uva).", 3,
+         r"(manzana|mango|fresa|naranja|pl[aá]tano|pi[nñ]a|uva|sand[ií]a|pera|mel[oó]n)", axis="accuracy"),
+      kw("Gives a reason (porque).", 2, r"porque", axis="completeness"),
+      rule("Is one or two sentences.", 1, "length_constraints:sentence_range", min_sentences=1, max_sentences=2),
+      rx("Pitfall: answers or adds a translation in English.", -2, r"\b(my favou?rite|because|fruit is)\b",
+         axis="instruction_following")],
+     [no_filler(),
+      kw("Uses 'favorita' or 'favorito'.", 1, r"favorit[ao]"),
+      kw("Describes taste (dulce, jugoso, refrescante).", 2, r"(dulce|jugos|refrescante|sabros|rico)"),
+      words_under(30)],
+     "Mi fruta favorita es el mango porque es dulce, jugoso y me recuerda al verano.")
+
+task("ins-pacific-constrained", I,
+     "Is the Pacific the largest ocean on Earth? Answer with one of these exact phrases: 'My answer is yes.', 'My "
+     "answer is no.', 'My answer is maybe.'",
+     [rule("Uses one of the allowed answer phrases.", 4, "detectable_format:constrained_response"),
+      kw("Answers yes.", 4, r"my answer is yes", axis="accuracy"),
+      words_under(15, 2),
+      rx("Pitfall: answers no.", -4, r"my answer is no", axis="accuracy")],
+     [no_filler(),
+      rule("Is only the answer phrase.", 2, "keywords:regex_match", "instruction_following",
+           pattern=r"My answer is yes\.", full_match=True),
+      words_under(6)],
+     "My answer is yes.")
+
+task("ins-owls-three-sentences", I,
+     "Write exactly 3 sentences about owls. Start your response with the word 'Owls'.",
+     [rule("Starts with 'Owls'.", 3, "startend:start_checker", start_phrase="Owls"),
+      rule("Is exactly 3 sentences.", 3, "length_constraints:sentence_range", min_sentences=3, max_sentences=3),
+      kw("Mentions a true owl fact (nocturnal, turn heads, silent flight, hunt at night, pellets).", 3,
+         r"(nocturnal|night|head|silent|quiet|pellet|hunt)", axis="accuracy"),
+      words_under(60)],
+     [no_filler(),
+      kw("Mentions their prey (mice, rodents, insects).", 2, r"(mice|mouse|rodent|insect|vole|prey)"),
+      kw("Gives a number (270 degrees, species count).", 1, r"\d"),
+      words_under(50)],
+     "Owls are nocturnal birds that hunt mice and other small prey at night. Special feathers let them fly almost "
+     "silently. Many owls can turn their heads about 270 degrees.", heldout=True)
+
+
+# ---------------------------------------------------------------------------------------------------- build
+
+
+def _problems(rec) -> list[str]:
+    """Rule-form criteria the reference gets wrong: a positive one it misses or a pitfall it triggers."""
+    from harnessrl_jax.rubric import rules
+
+    out, ref = [], rec["reference"]
+    for item in rec["rubrics"] + rec["oracle_rubrics"]:
+        tags = dict(t.split(":", 1) for t in item["tags"])
+        if tags.get("verifier") != "rule":
+            continue
+        met = rules.check(tags["rule"], json.loads(tags.get("rule_kwargs", "{}")), ref)
+        if met != (item["points"] > 0):
+            out.append(f"{item['id']} ({'pitfall triggered' if met else 'missed'}): {item['criterion']}")
+    return out
+
+
+def main() -> int:
+    problems = [p for rec, _ in TASKS for p in _problems(rec)]
+    ids = [rec["id"] for rec, _ in TASKS]
+    if len(set(ids)) != len(ids):
+        problems.append("duplicate task ids")
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return 1
+    for split, held in (("train", False), ("heldout", True)):
+        with open(os.path.join(HERE, f"{split}.jsonl"), "w", encoding="utf-8") as f:
+            for rec, h in TASKS:
+                if h == held:
+                    f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    print(f"wrote {len(TASKS)} tasks")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
