@@ -29,11 +29,12 @@ class Memory:
         self.directory, self.store, self.semantic = directory, store, semantic
 
     @classmethod
-    def open(cls, directory: str, *, embedder: "str | Embedder | None" = DEFAULT_EMBEDDER, index_kind: str = "flat",
-             positions: Mapping[str, Any] | int | None = None) -> "Memory":
+    def open(cls, directory: str, *, embedder: "str | Embedder | None" = DEFAULT_EMBEDDER, index_kind: str = "ivf",
+             ivf_min: int = 20_000, nprobe: int = 32, positions: Mapping[str, Any] | int | None = None) -> "Memory":
         """Opens (or creates) the memory in `directory`; with `positions`, drops every step after the checkpoint's.
 
-        `embedder=None` keeps only the record store (no semantic index, no model)."""
+        `embedder` is the bundled model's name, a local model directory or an Embedder; None keeps only the record
+        store (no semantic index, no model). `index_kind`, `ivf_min`, `nprobe`: see `memory.semantic`."""
         store = RecordStore(os.path.join(directory, RecordStore.FILE))
         if positions is not None:
             step = positions if isinstance(positions, int) else int(positions["step"])
@@ -45,7 +46,7 @@ class Memory:
                                  f"checkpoint recorded {positions['draws']} up to step {step}: not this run's memory")
         semantic = None
         if embedder is not None:
-            semantic = SemanticIndex(store, embedder, index_kind)
+            semantic = SemanticIndex(store, embedder, index_kind, ivf_min=ivf_min, nprobe=nprobe)
             semantic.sync(directory)
         return cls(directory, store, semantic)
 
@@ -57,9 +58,9 @@ class Memory:
             # Embed before the transaction: the model never runs while the write lock is held.
             vectors = self.semantic.embed_missing(t for r in records for t in r.criterion_texts)
             model = self.semantic.model
-        new_rows = self.store.append_step(step, records, model=model, vectors=vectors)
+        self.store.append_step(step, records, model=model, vectors=vectors)
         if self.semantic is not None:
-            self.semantic.add_rows(new_rows, vectors)
+            self.semantic.catch_up()
 
     def add_criteria(self, items: Iterable[tuple[str, str, str]], step: int | None = None) -> int:
         """Indexes (task_id, criterion_id, text) triples ahead of any draw, e.g. the seed rubrics; returns #new."""
@@ -67,10 +68,10 @@ class Memory:
         vectors, model = None, None
         if self.semantic is not None:
             vectors, model = self.semantic.embed_missing(t for _, _, t in items), self.semantic.model
-        new_rows = self.store.add_criteria_many(items, step=step, model=model, vectors=vectors)
+        n_new = self.store.add_criteria(items, step=step, model=model, vectors=vectors)
         if self.semantic is not None:
-            self.semantic.add_rows(new_rows, vectors)
-        return len(new_rows)
+            self.semantic.catch_up()
+        return n_new
 
     def history(self, task_id: str, before_step: int | None = None, limit: int | None = None) -> list[DrawRecord]:
         """Time index: the task's earlier draws, newest first."""

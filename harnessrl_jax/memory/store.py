@@ -33,9 +33,12 @@ CREATE TABLE draws(id INTEGER PRIMARY KEY, step INTEGER NOT NULL, task_id TEXT N
 CREATE INDEX draws_task ON draws(task_id, step, id);
 CREATE INDEX draws_step ON draws(step);
 -- One row per wording of a criterion: a rewrite is a new row, so evidence stays tied to the text it was judged by.
+-- `judged`: the last step a draw judged it (NULL: never), so donors with fresh evidence come first.
 CREATE TABLE criteria(id INTEGER PRIMARY KEY, task_id TEXT NOT NULL, criterion_id TEXT NOT NULL,
-                      text TEXT NOT NULL, step INTEGER NOT NULL, UNIQUE(task_id, criterion_id, text));
+                      text TEXT NOT NULL, step INTEGER NOT NULL, judged INTEGER,
+                      UNIQUE(task_id, criterion_id, text));
 CREATE INDEX criteria_step ON criteria(step);
+CREATE INDEX criteria_text ON criteria(text);
 CREATE TABLE outcomes(criterion INTEGER NOT NULL, draw_id INTEGER NOT NULL, k INTEGER NOT NULL,
                       n_met INTEGER NOT NULL, n_valid INTEGER NOT NULL, PRIMARY KEY(criterion, draw_id))
                       WITHOUT ROWID;
@@ -45,10 +48,11 @@ CREATE TABLE actions(id INTEGER PRIMARY KEY, draw_id INTEGER NOT NULL, step INTE
                      payload TEXT NOT NULL);
 CREATE INDEX actions_task ON actions(task_id, step);
 CREATE INDEX actions_draw ON actions(draw_id);
--- Cache keyed by (model, text): a text shared by many tasks is embedded once, and the faiss index can be rebuilt
--- without the model. float16 halves the size, and the index is built from the same rounded vectors, so a
--- rebuild gives identical scores.
-CREATE TABLE embeddings(model TEXT NOT NULL, text TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY(model, text));
+-- One vector per distinct criterion text and model: a text shared by many tasks is embedded once and is one faiss
+-- row (id = this id), and the index can be rebuilt without the model. float16 halves the size, and the index is
+-- built from the same rounded vectors, so a rebuild gives identical scores.
+CREATE TABLE embeddings(id INTEGER PRIMARY KEY, model TEXT NOT NULL, text TEXT NOT NULL, vec BLOB NOT NULL,
+                        UNIQUE(model, text));
 """
 
 
@@ -231,8 +235,8 @@ class RecordStore:
         return self.db.execute("SELECT max(step) FROM steps").fetchone()[0]
 
     def append_step(self, step: int, records: Iterable[DrawRecord], *, model: str | None = None,
-                    vectors: Mapping[str, np.ndarray] | None = None) -> list[tuple[int, str]]:
-        """Commits all draws of `step` atomically (with new embeddings of `model`); returns the new criterion rows."""
+                    vectors: Mapping[str, np.ndarray] | None = None) -> None:
+        """Commits all draws of `step` atomically, with the vectors of `model` for criterion texts new to it."""
         records = list(records)
         for r in records:
             if r.step != step:
@@ -244,73 +248,82 @@ class RecordStore:
                              "truncate_after() first when resuming")
         with self._tx():
             self._put_embeddings(model, vectors)
-            new_rows = []
             for r in records:
-                new_rows += self._insert_draw(r)
+                self._insert_draw(r)
             self.db.execute("INSERT INTO steps VALUES (?, ?, ?)", (step, len(records), time.time()))
-        return new_rows
 
     def _put_embeddings(self, model, vectors):
         if vectors:
-            self.db.executemany("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)",
+            self.db.executemany("INSERT OR IGNORE INTO embeddings(model, text, vec) VALUES (?, ?, ?)",
                                 [(model, t, np.asarray(v, np.float16).tobytes()) for t, v in vectors.items()])
 
-    def _criterion_rows(self, task_id: str, pairs: Sequence[tuple[str, str]], step: int):
-        rows, new = [], []
+    def put_embeddings(self, model: str, vectors: Mapping[str, np.ndarray]) -> None:
+        """Caches vectors of existing criterion texts (e.g. under a new model) in their own transaction."""
+        with self._tx():
+            self._put_embeddings(model, vectors)
+
+    def _criterion_rows(self, task_id: str, pairs: Sequence[tuple[str, str]], step: int) -> tuple[list[int], int]:
+        rows, n_new = [], 0
         for cid, text in pairs:
             cur = self.db.execute("INSERT OR IGNORE INTO criteria(task_id, criterion_id, text, step) "
                                   "VALUES (?, ?, ?, ?)", (task_id, cid, text, step))
             if cur.rowcount:
                 rows.append(cur.lastrowid)
-                new.append((cur.lastrowid, text))
+                n_new += 1
             else:
                 rows.append(self.db.execute("SELECT id FROM criteria WHERE task_id=? AND criterion_id=? AND text=?",
                                             (task_id, cid, text)).fetchone()[0])
-        return rows, new
+        return rows, n_new
 
-    def _insert_draw(self, r: DrawRecord) -> list[tuple[int, str]]:
+    def _insert_draw(self, r: DrawRecord) -> None:
         rewards = np.asarray(r.rewards, np.float64)
         mean = float(np.nanmean(rewards)) if np.any(~np.isnan(rewards)) else None
         draw_id = self.db.execute("INSERT INTO draws(step, task_id, reward_mean, payload) VALUES (?, ?, ?, ?)",
                                   (r.step, r.task_id, mean, _encode(r))).lastrowid
-        rows, new = self._criterion_rows(r.task_id, list(zip(r.criterion_ids, r.criterion_texts)), r.step)
+        rows, _ = self._criterion_rows(r.task_id, list(zip(r.criterion_ids, r.criterion_texts)), r.step)
         s = np.asarray(r.scores, np.float64)
         valid = ~np.isnan(s)
+        self.db.executemany("UPDATE criteria SET judged=? WHERE id=?", [(r.step, row) for row in rows])
         self.db.executemany("INSERT INTO outcomes VALUES (?, ?, ?, ?, ?)", [
             (row, draw_id, k, int(np.sum(s[k][valid[k]] == 1)), int(valid[k].sum())) for k, row in enumerate(rows)])
         self.db.executemany(
             "INSERT INTO actions(draw_id, step, task_id, interface, op, verdict, payload) VALUES (?,?,?,?,?,?,?)",
             [(draw_id, r.step, r.task_id, a.interface, a.op, a.verdict, _dumps(dataclasses.asdict(a)))
              for a in r.actions])
-        return new
 
-    def add_criteria(self, task_id: str, criteria: Sequence[tuple[str, str]], *, step: int | None = None,
-                     model: str | None = None, vectors: Mapping[str, np.ndarray] | None = None):
-        """Registers criteria before any draw of them (e.g. all seed rubrics); returns the new rows."""
-        step = (self.last_step or 0) if step is None else step
-        with self._tx():
-            self._put_embeddings(model, vectors)
-            return self._criterion_rows(task_id, criteria, step)[1]
+    def add_criteria(self, items: Iterable[tuple[str, str, str]], *, step: int | None = None,
+                     model: str | None = None, vectors: Mapping[str, np.ndarray] | None = None) -> int:
+        """Registers (task_id, criterion_id, text) before any draw of them (e.g. the seed rubrics); returns #new.
 
-    def add_criteria_many(self, items: Iterable[tuple[str, str, str]], *, step: int | None = None,
-                          model: str | None = None, vectors: Mapping[str, np.ndarray] | None = None):
-        """`add_criteria` for (task_id, criterion_id, text) triples in one transaction."""
+        They belong to `step` (default: the last committed one) and go when a resume truncates before it."""
         step = (self.last_step or 0) if step is None else step
-        new = []
+        n_new = 0
         with self._tx():
             self._put_embeddings(model, vectors)
             for task_id, cid, text in items:
-                new += self._criterion_rows(task_id, [(cid, text)], step)[1]
-        return new
+                n_new += self._criterion_rows(task_id, [(cid, text)], step)[1]
+        return n_new
 
-    def truncate_after(self, step: int) -> list[int]:
-        """Drops every record, action and criterion row of steps after `step`; returns the dropped criterion rows."""
+    def truncate_after(self, step: int) -> int:
+        """Drops every record, action and criterion row of steps after `step`; returns #draws dropped."""
         with self._tx():
-            dropped = [i for (i,) in self.db.execute("SELECT id FROM criteria WHERE step > ?", (step,))]
             self.db.execute("DELETE FROM outcomes WHERE draw_id IN (SELECT id FROM draws WHERE step > ?)", (step,))
-            for table in ("actions", "draws", "steps", "criteria"):
+            n = self.db.execute("DELETE FROM draws WHERE step > ?", (step,)).rowcount
+            for table in ("actions", "steps", "criteria"):
                 self.db.execute(f"DELETE FROM {table} WHERE step > ?", (step,))
-        return dropped
+            self.db.execute("UPDATE criteria SET judged = (SELECT max(d.step) FROM outcomes o JOIN draws d "
+                            "ON d.id = o.draw_id WHERE o.criterion = criteria.id) WHERE judged > ?", (step,))
+            # Texts first seen after `step` leave the semantic index with their rows.
+            self.db.execute("DELETE FROM embeddings WHERE text NOT IN (SELECT text FROM criteria)")
+        return n
+
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return default if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._tx():
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     def checkpoint_wal(self):
         """Folds the write-ahead log into the database file, so the file alone is a complete copy."""
@@ -424,35 +437,53 @@ class RecordStore:
 
     # --- what the semantic index reads --------------------------------------------------------------------------
 
-    def criterion_rows(self, ids: Sequence[int] | None = None) -> list[tuple[int, str, str, str]]:
-        """(row, task id, criterion id, text) of the given rows (all rows when None), in row order."""
-        if ids is None:
-            return self.db.execute("SELECT id, task_id, criterion_id, text FROM criteria ORDER BY id").fetchall()
-        out = []
-        ids = [int(i) for i in ids]
-        for i in range(0, len(ids), 900):  # SQLite's bound-parameter limit
-            chunk = ids[i:i + 900]
-            out += self.db.execute(f"SELECT id, task_id, criterion_id, text FROM criteria WHERE id IN "
-                                   f"({','.join('?' * len(chunk))})", chunk).fetchall()
-        return sorted(out)
-
-    def row_ids(self) -> np.ndarray:
-        return np.asarray([i for (i,) in self.db.execute("SELECT id FROM criteria ORDER BY id")], np.int64)
-
-    def task_row_count(self, task_id: str) -> int:
-        return self.db.execute("SELECT count(*) FROM criteria WHERE task_id=?", (task_id,)).fetchone()[0]
+    def criterion_rows(self) -> list[tuple[int, str, str, str]]:
+        """(row, task id, criterion id, text) of every criterion wording, in row order."""
+        return self.db.execute("SELECT id, task_id, criterion_id, text FROM criteria ORDER BY id").fetchall()
 
     def embeddings(self, model: str, texts: Iterable[str]) -> dict[str, np.ndarray]:
         """Cached float16 vectors of `model` for those of `texts` that have one."""
         texts = list(dict.fromkeys(texts))
         out = {}
-        for i in range(0, len(texts), 900):
+        for i in range(0, len(texts), 900):  # SQLite's bound-parameter limit
             chunk = texts[i:i + 900]
             for text, blob in self.db.execute(
                     f"SELECT text, vec FROM embeddings WHERE model=? AND text IN ({','.join('?' * len(chunk))})",
                     [model] + chunk):
                 out[text] = np.frombuffer(blob, np.float16)
         return out
+
+    def unembedded_texts(self, model: str) -> list[str]:
+        """Criterion texts with no vector of `model` (rows written without an embedder, or a new model)."""
+        return [t for (t,) in self.db.execute(
+            "SELECT DISTINCT text FROM criteria WHERE text NOT IN (SELECT text FROM embeddings WHERE model=?)",
+            (model,))]
+
+    def embedding_ids(self, model: str) -> np.ndarray:
+        return np.asarray([i for (i,) in self.db.execute("SELECT id FROM embeddings WHERE model=? ORDER BY id",
+                                                         (model,))], np.int64)
+
+    def embedding_rows(self, model: str, after_id: int = -1, limit: int | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, float16 vectors [n, d]) of `model`'s texts with id > after_id, in id order."""
+        rows = self.db.execute("SELECT id, vec FROM embeddings WHERE model=? AND id > ? ORDER BY id LIMIT ?",
+                               (model, after_id, -1 if limit is None else limit)).fetchall()
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros((0, 0), np.float16)
+        return (np.asarray([i for i, _ in rows], np.int64),
+                np.stack([np.frombuffer(v, np.float16) for _, v in rows]))
+
+    def own_text_count(self, task_id: str) -> int:
+        """Distinct criterion texts of a task: at most this many index hits can belong to it alone."""
+        return self.db.execute("SELECT count(DISTINCT text) FROM criteria WHERE task_id=?", (task_id,)).fetchone()[0]
+
+    def rows_of_embedding(self, embedding_id: int, exclude_task: str | None, limit: int
+                          ) -> list[tuple[int, str, str, str]]:
+        """Criterion rows with the text of `embedding_id`, other tasks only: those judged most recently first."""
+        return self.db.execute(
+            "SELECT c.id, c.task_id, c.criterion_id, c.text FROM embeddings e JOIN criteria c ON c.text = e.text "
+            "WHERE e.id = ? AND c.task_id IS NOT ? ORDER BY c.judged IS NULL, c.judged DESC, c.id LIMIT ?",
+            (embedding_id, exclude_task, limit)).fetchall()
 
     def examples(self, row: int, n: int = 2) -> tuple[list[tuple[int, int, int, str]], list[tuple[int, int, int, str]]]:
         """Newest (draw id, step, j, response) examples that met / failed criterion row `row`, up to `n` each."""

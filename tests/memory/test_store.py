@@ -257,9 +257,10 @@ def test_truncate_after_resume_step_drops_later_steps_and_their_criteria(store):
     store.append_step(1, [record(1, "a", [[1, 0]])])
     store.append_step(2, [record(2, "a", [[1, 1]], texts=["new wording"]), record(2, "b", [[0, 1]])])
     assert store.positions() == {"schema": 1, "step": 2, "draws": 3, "criteria": 3}
-    dropped = store.truncate_after(1)
-    assert len(dropped) == 2 and store.positions() == {"schema": 1, "step": 1, "draws": 1, "criteria": 1}
+    assert store.truncate_after(1) == 2  # draws dropped
+    assert store.positions() == {"schema": 1, "step": 1, "draws": 1, "criteria": 1}
     assert [r.step for r in store.history("a")] == [1] and store.pass_rates("b") == {}
+    assert [t for _, _, _, t in store.criterion_rows()] == ["a criterion 0"]
 
 
 def test_memory_open_at_checkpoint_positions_is_exact_and_refuses_a_foreign_memory(tmp_path):
