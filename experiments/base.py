@@ -37,7 +37,8 @@ def get_config(arg=None):
     c.optim = dict(lr=1e-6, schedule="constant", warmup_steps=0, end_lr_factor=0.0, b1=0.9, b2=0.999, eps=1e-8,
                    weight_decay=0.0, max_grad_norm=1.0)
     c.optim.total_steps = c.get_ref("total_steps")
-    c.micro_batches = 1
+    c.mini_batches = 1  # optimiser updates per rollout batch; > 1 makes later updates off-policy (clipped ratio)
+    c.micro_batches = 1  # slices per update, gradients summed: memory, not maths
 
     # Mesh over all devices (num_devices 0) or the first num_devices; -1 takes what the others leave.
     c.mesh = dict(data=1, fsdp=-1, tensor=1, num_devices=0)

@@ -127,7 +127,8 @@ def setup(config) -> Run:
                       schedule=schedule, micro_batches=config.micro_batches)
     ref_params = trainer.place_params(params) if config.loss.kl_coef else None
     engine = JaxEngine(trainer.model_config, params, tokenizer)
-    rows = round_up(config.tasks_per_step * config.num_generations, config.micro_batches * trainer.data_parallel)
+    rows = round_up(config.tasks_per_step * config.num_generations,
+                    config.get("mini_batches", 1) * config.micro_batches * trainer.data_parallel)
     seq_len = round_up(config.max_prompt_len + config.max_new_tokens, 8)
     logging.info("model %s (%.1fM params, compute %s), %d tasks, mesh %s, batch %d x %d tokens",
                  config.model_name, model_config.num_params() / 1e6, model_config.compute_dtype, len(kept),
@@ -252,11 +253,26 @@ def compute_advantages(rewards: np.ndarray, estimator: str) -> tuple[np.ndarray,
 
 def train_on_rollouts(run: Run, state: TrainState, rollouts: Rollouts, advantages: np.ndarray,
                       weights: np.ndarray) -> tuple[TrainState, dict[str, float]]:
-    """Pack the rollouts into the fixed-shape batch and run the sharded step; `state` is donated."""
+    """Pack the rollouts into the fixed-shape batch and run the sharded step; `state` is donated.
+
+    With config.mini_batches = n > 1 the batch is split into n consecutive row blocks, each one optimiser update;
+    the old policy's logprobs of every block are computed before the first update. Metrics are the mean over the
+    n updates.
+    """
     batch = build_batch(rollouts, advantages.reshape(-1), np.repeat(weights, run.config.num_generations),
                         seq_len=run.seq_len, pad_id=run.engine.pad_id, num_rows=run.rows)
-    state, metrics = run.trainer.step(state, run.trainer.put_batch(batch), run.ref_params)
-    return state, {f"train/{k}": v for k, v in metrics_to_host(metrics).items()}
+    n = run.config.get("mini_batches", 1)
+    if n == 1:
+        state, metrics = run.trainer.step(state, run.trainer.put_batch(batch), run.ref_params)
+        return state, {f"train/{k}": v for k, v in metrics_to_host(metrics).items()}
+    size = run.rows // n
+    blocks = [run.trainer.put_batch(batch.rows(slice(i * size, (i + 1) * size))) for i in range(n)]
+    blocks = [b._replace(old_logprobs=run.trainer.logprobs(state.params, b)) for b in blocks]
+    updates = []
+    for block in blocks:
+        state, metrics = run.trainer.step(state, block, run.ref_params)
+        updates.append(metrics_to_host(metrics))
+    return state, {f"train/{k}": float(np.mean([m[k] for m in updates])) for k in updates[0]}
 
 
 def step_seed(state: TrainState, step: int) -> int:

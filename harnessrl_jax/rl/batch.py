@@ -26,10 +26,17 @@ class TrainBatch(NamedTuple):
     engine_logprobs: np.ndarray  # [B, T] float32: the sampler's logprob of targets[t] (0 off the mask)
     advantages: np.ndarray  # [B] float32 (NaN: reward failed; the loss skips the row)
     weights: np.ndarray  # [B] float32: per-sequence loss weight (importance correction u; 0 on padding rows)
+    # [B, T] float32: the policy's logprobs before this batch's first update (Trainer.logprobs). None: the batch
+    # gets one update, so the current forward is the old policy (see rl/step.py).
+    old_logprobs: np.ndarray | None = None
 
     @property
     def num_rows(self) -> int:
         return self.tokens.shape[0]
+
+    def rows(self, index) -> "TrainBatch":
+        """The batch restricted to rows `index` (a slice or index array): one mini-batch."""
+        return TrainBatch(*(None if x is None else x[index] for x in self))
 
 
 def round_up(x: int, multiple: int) -> int:

@@ -27,10 +27,11 @@ class Checkpointer:
     def __init__(self, directory: str | os.PathLike, *, max_to_keep: int | None = 3, save_every: int = 1,
                  async_save: bool = True):
         options = ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, save_interval_steps=max(int(save_every), 1), create=True,
+            max_to_keep=max_to_keep, create=True,
             # Async writes overlap the next steps; the device-to-host copy happens before save() returns, so
             # the donated state can be reused right away.
             enable_async_checkpointing=async_save)
+        self.save_every = max(int(save_every), 1)
         self.directory = os.path.abspath(os.fspath(directory))
         self.manager = ocp.CheckpointManager(self.directory, options=options,
                                              item_names=("state", "extra", "extra_tree"))
@@ -44,11 +45,14 @@ class Checkpointer:
 
     def save(self, step: int, state: TrainState, extra: dict[str, Any] | None = None, extra_tree: Any = None,
              *, force: bool = False) -> bool:
-        """Save at `step` if the interval says so (or `force`); returns whether a save started."""
+        """Save at `step` if it is a multiple of `save_every` (or `force`); returns whether a save started."""
+        if not force and step % self.save_every:
+            return False
         items = dict(state=ocp.args.StandardSave(state), extra=ocp.args.JsonSave(extra or {}))
         if extra_tree is not None:
             items["extra_tree"] = ocp.args.StandardSave(extra_tree)
-        return self.manager.save(int(step), args=ocp.args.Composite(**items), force=force)
+        # The interval is decided here: orbax's own policy would also save the first step it sees.
+        return self.manager.save(int(step), args=ocp.args.Composite(**items), force=True)
 
     def restore(self, target: TrainState, step: int | None = None, extra_tree_target: Any = None):
         """(state, extra, extra_tree) at `step` (default: latest). `target` gives shapes, dtypes and shardings

@@ -7,9 +7,12 @@ denominator and gradient of the sum to running totals. Only after the last slice
 total denominator, so any number of micro-batches gives the gradient of the one-batch loss (up to float rounding).
 Then global-norm clipping and AdamW (optim.py) update the float32 master params.
 
-One optimiser update per rollout batch (on-policy GRPO): the "old" policy is the current params, so the trainer's
-recomputed old logprobs are stop_gradient(logp) of this very forward (the ratio is exactly 1 and only its gradient
-matters), and their gap to the engine's logprobs is logged as `engine_gap` every step.
+The "old" (behaviour) logprobs: with one optimiser update per rollout batch (on-policy GRPO) the old policy is the
+current params, so they are stop_gradient(logp) of this very forward (the ratio is exactly 1, the clip never binds
+and only the gradient matters), with no extra forward. With several updates per batch (mini-batches) the caller
+computes them once before the first update with `Trainer.logprobs` and passes them in `batch.old_logprobs`; the
+ratio and the clip then act as in PPO. Either way the gap between these trainer-recomputed logprobs and the
+engine's is logged as `engine_gap` every step.
 
 Params and optimiser state are donated, so the update happens in place; the caller must not touch the old state
 after a step (an engine holding the old params gets the new ones via `update_weights`).
@@ -86,7 +89,7 @@ class Trainer:
         self.replicated = NamedSharding(mesh, P())
         self.batch_sharding = NamedSharding(mesh, BATCH_SPEC)
         self.data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
-        self._init = None
+        self._init = self._logprobs = None
         self._step = jax.jit(self._train_step, donate_argnums=0,
                              out_shardings=(self.state_shardings(), self.replicated))
 
@@ -142,7 +145,8 @@ class Trainer:
         if rows % (self.micro_batches * self.data_parallel):
             raise ValueError(f"batch rows ({rows}) must be a multiple of micro_batches ({self.micro_batches}) x "
                              f"data-parallel devices ({self.data_parallel})")
-        return TrainBatch(*(jax.make_array_from_callback(x.shape, self.batch_sharding, lambda idx, x=x: x[idx])
+        return TrainBatch(*(None if x is None else
+                            jax.make_array_from_callback(x.shape, self.batch_sharding, lambda idx, x=x: x[idx])
                             for x in batch))
 
     # ------------------------------------------------------------------------------------------------ step
@@ -162,6 +166,22 @@ class Trainer:
         logits = forward(self.model_config, params, tokens, attention_mask)
         return grpo.token_logprobs(logits, targets, self.loss.temperature)
 
+    def logprobs(self, params: Params, batch: TrainBatch) -> jax.Array:
+        """Sharded logprobs [B, T] of batch.targets under params (e.g. the old policy before several updates),
+        one micro-batch at a time; 0 off the loss mask."""
+        if self._logprobs is None:
+            def fn(params, batch):
+                def one(mb):
+                    return self.sequence_logprobs(params, mb.tokens, mb.attention_mask, mb.targets)
+                if self.micro_batches == 1:
+                    out = one(batch)
+                else:  # [M, B/M, T] back to [B, T] in the row order _split took them
+                    out = jax.lax.map(one, self._split(batch._replace(old_logprobs=None)))
+                    out = out.swapaxes(0, 1).reshape(batch.tokens.shape)
+                return jnp.where(batch.loss_mask, out, 0.0)
+            self._logprobs = jax.jit(fn, out_shardings=self.batch_sharding)
+        return self._logprobs(params, batch._replace(old_logprobs=None))
+
     def _microbatch_loss(self, params, ref_params, mb: TrainBatch):
         """(loss_sum, (denominator, metric sums)) of one micro-batch; differentiated w.r.t. params."""
         s = self.loss
@@ -171,8 +191,9 @@ class Trainer:
         if ref_params is not None:
             ref_logp = jax.lax.stop_gradient(
                 self.sequence_logprobs(ref_params, mb.tokens, mb.attention_mask, mb.targets))
+        old_logp = jax.lax.stop_gradient(logp) if mb.old_logprobs is None else mb.old_logprobs
         loss_sum, denominator, metrics = self.loss_fn(
-            logp, jax.lax.stop_gradient(logp), ref_logp, mb.advantages, mb.loss_mask, mb.weights,
+            logp, old_logp, ref_logp, mb.advantages, mb.loss_mask, mb.weights,
             clip_low=s.clip_low, clip_high=s.clip_high, kl_coef=s.kl_coef, agg=s.agg,
             log_ratio_clip=s.log_ratio_clip, tis_cap=s.tis_cap, engine_logp=mb.engine_logprobs)
         counted = mb.loss_mask & jnp.isfinite(mb.advantages)[:, None]
@@ -217,9 +238,9 @@ class Trainer:
         metrics.update(
             loss=loss_sum * scale,
             denominator=denominator,
-            grad_norm=optax.global_norm(grads),  # before clipping
-            update_norm=optax.global_norm(updates),
-            param_norm=optax.global_norm(params),
+            grad_norm=optax.tree.norm(grads),  # before clipping
+            update_norm=optax.tree.norm(updates),
+            param_norm=optax.tree.norm(params),
         )
         if self.schedule is not None:
             metrics["lr"] = jnp.asarray(self.schedule(state.step), jnp.float32)
