@@ -1,0 +1,268 @@
+"""Memory cold start: the thresholds the harness uses, measured from the seed policy (HarnessRL, sec. 4.4).
+
+Before training, the seed policy answers every training task in several independent groups, and one group per task
+is graded more than once. From those score matrices:
+
+- gamma levels: quantiles of the tasks' discriminative mass (the share of criteria that split a group, averaged
+  over the task's groups). This module takes the upper quartile, the median and the lower quartile,
+  gamma = (q75, q50, q25) of the mass: three descending levels, as the paper's 0.61 > 0.38 > 0.17. The median mass
+  is also the attributor's `task_mass_threshold`. If the quantiles are not strictly decreasing inside (0, 1) (too
+  few tasks, or most masses 0), the paper's values are kept and the file says so.
+- acceptance bands [eps_low, eps_high] in reward points:
+    guidance eps_low = 95th percentile of |rbar(group a) - rbar(group b)| over pairs of independent groups of a
+                       task (delta_g compares a resampled group with the recorded one: this is its null);
+    rubric   eps_low = 95th percentile of |rbar(grading a) - rbar(grading b)| over pairs of gradings of the same
+                       group (delta_c regrades the recorded group: this is its null; a deterministic rule judge
+                       gives 0);
+    eps_high (both)  = median over all groups of the within-group reward range max_j r_j - min_j r_j.
+  A null with no pairs to measure (one group per task, or no repeated grading) keeps the paper's bound.
+- anchors (optional, when regradings exist): per task, the seed criteria whose text the cold start fixes. This
+  module's rule: positive criteria whose verdicts agree across the repeated gradings on at least
+  `anchor_agreement` of the cells (the judge reads them reliably), the top-weighted half (rounded down) of the
+  task's positive criteria at most, so at least one positive criterion stays free for rubric updates.
+
+`cold_start.json` (written by `ColdStart.save`, read by `ColdStart.load`; train configs point at it):
+
+    {"format": 1,
+     "gammas": [g1, g2, g3], "gamma_quantiles": [0.75, 0.5, 0.25], "gammas_source": "quantiles" | "default: why",
+     "bands": {"guidance": [low, high], "rubric": [low, high]},
+     "band_sources": {"guidance_low": ..., "rubric_low": ..., "high": ...},   "measured" or "default: why"
+     "null_percentile": 95.0,
+     "task_mass_threshold": m,                                  median discriminative mass
+     "task_mass": {task_id: mass},
+     "anchors": {task_id: [criterion ids]} | null,
+     "stats": {"null_between_groups": {"n", "p95", "mean"}, "null_between_gradings": {...},
+               "within_group_range": {"n", "median", "mean"}, "mass": {"n", "mean", "q25", "q50", "q75"}},
+     "meta": {...}}                                             free-form: seed model, judge, J, date
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from harnessrl_jax.evolver.critic import GUIDANCE_BAND, RUBRIC_BAND, Bands
+from harnessrl_jax.harness.state import GAMMAS
+from harnessrl_jax.rubric.reward import discriminative_mass, rubric_reward
+
+FORMAT_VERSION = 1
+GAMMA_QUANTILES = (0.75, 0.5, 0.25)
+NULL_PERCENTILE = 95.0
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SeedGroups:
+    """One task's seed-policy score matrices: `groups` are independent groups (each S [K, J] under the seed
+    rubric with `points` [K]); `regradings` are the first group's responses graded again (same shape)."""
+
+    task_id: str
+    points: np.ndarray
+    groups: tuple[np.ndarray, ...]
+    regradings: tuple[np.ndarray, ...] = ()
+    criterion_ids: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "points", np.asarray(self.points, np.float64))
+        object.__setattr__(self, "groups", tuple(np.asarray(g, np.float64) for g in self.groups))
+        object.__setattr__(self, "regradings", tuple(np.asarray(g, np.float64) for g in self.regradings))
+        k = self.points.shape[0]
+        if not self.groups:
+            raise ValueError(f"task {self.task_id!r}: no seed group")
+        for name, mats in (("groups", self.groups), ("regradings", self.regradings)):
+            for n, s in enumerate(mats):
+                if s.ndim != 2 or s.shape[0] != k:
+                    raise ValueError(f"task {self.task_id!r}: {name}[{n}] has shape {s.shape}, expected [{k}, J]")
+        for n, s in enumerate(self.regradings):
+            if s.shape != self.groups[0].shape:
+                raise ValueError(f"task {self.task_id!r}: regradings[{n}] has shape {s.shape}, the graded group "
+                                 f"{self.groups[0].shape}")
+        if self.criterion_ids and len(self.criterion_ids) != k:
+            raise ValueError(f"task {self.task_id!r}: {len(self.criterion_ids)} criterion ids for {k} criteria")
+
+
+def _mean_reward(points, S) -> float:
+    r = rubric_reward(points, S)
+    r = r[~np.isnan(r)]
+    return float(r.mean()) if r.size else math.nan
+
+
+def task_mass(seed: SeedGroups) -> float:
+    """The task's discriminative mass, averaged over its independent groups (NaN groups left out)."""
+    m = [discriminative_mass(seed.points, s) for s in seed.groups]
+    m = [x for x in m if not math.isnan(x)]
+    return float(np.mean(m)) if m else math.nan
+
+
+def null_between_groups(seeds: Sequence[SeedGroups]) -> np.ndarray:
+    """|rbar_a - rbar_b| over every pair of independent groups of every task."""
+    out = []
+    for s in seeds:
+        means = [_mean_reward(s.points, g) for g in s.groups]
+        out += [abs(a - b) for a, b in itertools.combinations(means, 2) if not (math.isnan(a) or math.isnan(b))]
+    return np.asarray(out, np.float64)
+
+
+def null_between_gradings(seeds: Sequence[SeedGroups]) -> np.ndarray:
+    """|rbar_a - rbar_b| over every pair of gradings (the first and its regradings) of the same responses."""
+    out = []
+    for s in seeds:
+        if not s.regradings:
+            continue
+        means = [_mean_reward(s.points, g) for g in (s.groups[0], *s.regradings)]
+        out += [abs(a - b) for a, b in itertools.combinations(means, 2) if not (math.isnan(a) or math.isnan(b))]
+    return np.asarray(out, np.float64)
+
+
+def within_group_ranges(seeds: Sequence[SeedGroups]) -> np.ndarray:
+    """max_j r_j - min_j r_j of every independent group (valid rewards only)."""
+    out = []
+    for s in seeds:
+        for g in s.groups:
+            r = rubric_reward(s.points, g)
+            r = r[~np.isnan(r)]
+            if r.size:
+                out.append(float(r.max() - r.min()))
+    return np.asarray(out, np.float64)
+
+
+def choose_anchors(seed: SeedGroups, agreement: float = 0.9) -> list[str] | None:
+    """The seed criteria the cold start fixes as anchors (see the module docstring), or None without regradings."""
+    if not seed.regradings or not seed.criterion_ids:
+        return None
+    gradings = np.stack((seed.groups[0], *seed.regradings))  # [G, K, J]
+    valid = ~np.isnan(gradings).any(axis=0)  # cells graded every time
+    same = (gradings == gradings[0]).all(axis=0) & valid
+    rate = np.where(valid.sum(1) > 0, same.sum(1) / np.maximum(valid.sum(1), 1), 0.0)
+    positive = [k for k in range(len(seed.points)) if seed.points[k] > 0]
+    reliable = [k for k in positive if rate[k] >= agreement]
+    ranked = sorted(reliable, key=lambda k: (-seed.points[k], k))
+    return [seed.criterion_ids[k] for k in ranked[: len(positive) // 2]]
+
+
+def _stats(x: np.ndarray, pct: float) -> dict[str, Any]:
+    if not x.size:
+        return {"n": 0}
+    return {"n": int(x.size), f"p{pct:g}": float(np.percentile(x, pct)), "mean": float(x.mean())}
+
+
+@dataclasses.dataclass(frozen=True)
+class ColdStart:
+    """The cold start's measurements; `save` / `load` give cold_start.json (schema in the module docstring)."""
+
+    gammas: tuple[float, float, float] = GAMMAS
+    bands: Mapping[str, tuple[float, float]] = dataclasses.field(
+        default_factory=lambda: {"guidance": GUIDANCE_BAND, "rubric": RUBRIC_BAND})
+    task_mass_threshold: float = 0.5
+    task_mass: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    anchors: Mapping[str, list[str]] | None = None
+    gamma_quantiles: tuple[float, ...] = GAMMA_QUANTILES
+    gammas_source: str = "default"
+    band_sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    null_percentile: float = NULL_PERCENTILE
+    stats: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_bands(self) -> Bands:
+        """The critic's acceptance bands."""
+        return Bands(tuple(self.bands["guidance"]), tuple(self.bands["rubric"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        def num(x):
+            return None if isinstance(x, float) and not math.isfinite(x) else x
+        return {"format": FORMAT_VERSION, "gammas": [float(g) for g in self.gammas],
+                "gamma_quantiles": list(self.gamma_quantiles), "gammas_source": self.gammas_source,
+                "bands": {k: [float(v) for v in b] for k, b in self.bands.items()},
+                "band_sources": dict(self.band_sources), "null_percentile": self.null_percentile,
+                "task_mass_threshold": num(float(self.task_mass_threshold)),
+                "task_mass": {k: num(float(v)) for k, v in self.task_mass.items()},
+                "anchors": None if self.anchors is None else {k: list(v) for k, v in self.anchors.items()},
+                "stats": json.loads(json.dumps(self.stats)), "meta": dict(self.meta)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ColdStart:
+        if d.get("format") != FORMAT_VERSION:
+            raise ValueError(f"cold start format {d.get('format')!r}, this code reads {FORMAT_VERSION}")
+        for key in ("gammas", "bands"):
+            if key not in d:
+                raise ValueError(f"cold start: field {key!r} missing")
+        bands = {k: tuple(float(x) for x in d["bands"][k]) for k in ("guidance", "rubric")}
+        Bands(bands["guidance"], bands["rubric"])  # validates
+        gammas = tuple(float(g) for g in d["gammas"])
+        if len(gammas) != 3 or not 1.0 > gammas[0] > gammas[1] > gammas[2] > 0.0:
+            raise ValueError(f"cold start: gammas must be 1 > g1 > g2 > g3 > 0, got {gammas}")
+        thr = d.get("task_mass_threshold")
+        return cls(gammas, bands, 0.5 if thr is None else float(thr),
+                   {k: (math.nan if v is None else float(v)) for k, v in d.get("task_mass", {}).items()},
+                   d.get("anchors"), tuple(d.get("gamma_quantiles", GAMMA_QUANTILES)),
+                   d.get("gammas_source", "default"), dict(d.get("band_sources", {})),
+                   float(d.get("null_percentile", NULL_PERCENTILE)), d.get("stats", {}), d.get("meta", {}))
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes cold_start.json atomically."""
+        tmp = f"{os.fspath(path)}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=1, sort_keys=False)
+            f.write("\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> ColdStart:
+        """Reads cold_start.json; ValueError naming the file when it is not one."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                return cls.from_dict(json.load(f))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{os.fspath(path)}: not a valid cold start file: {e}") from None
+
+
+def derive(seeds: Sequence[SeedGroups], *, quantiles: Sequence[float] = GAMMA_QUANTILES,
+           null_percentile: float = NULL_PERCENTILE, anchor_agreement: float | None = 0.9,
+           meta: Mapping[str, Any] | None = None) -> ColdStart:
+    """The cold start from the seed policy's groups over the training tasks (see the module docstring)."""
+    if not seeds:
+        raise ValueError("cold start needs at least one task")
+    masses = {s.task_id: task_mass(s) for s in seeds}
+    m = np.asarray([v for v in masses.values() if not math.isnan(v)], np.float64)
+    gammas, source = GAMMAS, "default: no task has a valid discriminative mass"
+    if m.size:
+        q = tuple(float(np.quantile(m, p)) for p in quantiles)
+        if len(q) == 3 and 1.0 > q[0] > q[1] > q[2] > 0.0:
+            gammas, source = q, "quantiles"
+        else:
+            source = f"default: quantiles {tuple(round(x, 4) for x in q)} are not 1 > g1 > g2 > g3 > 0"
+    threshold = float(np.median(m)) if m.size else 0.5
+
+    groups_null, grading_null, ranges = null_between_groups(seeds), null_between_gradings(seeds), \
+        within_group_ranges(seeds)
+    sources = {}
+    g_lo = float(np.percentile(groups_null, null_percentile)) if groups_null.size else GUIDANCE_BAND[0]
+    sources["guidance_low"] = "measured" if groups_null.size else "default: fewer than two groups per task"
+    r_lo = float(np.percentile(grading_null, null_percentile)) if grading_null.size else RUBRIC_BAND[0]
+    sources["rubric_low"] = "measured" if grading_null.size else "default: no repeated grading"
+    hi = float(np.median(ranges)) if ranges.size else GUIDANCE_BAND[1]
+    sources["high"] = "measured" if ranges.size else "default: no group with a valid reward"
+    for name, lo in (("guidance", g_lo), ("rubric", r_lo)):
+        if lo > hi:
+            raise ValueError(f"cold start: the {name} band's lower bound {lo:.3g} (null fluctuation) exceeds the "
+                             f"upper bound {hi:.3g} (median within-group range): groups are too small or the "
+                             f"judge too noisy for the band to separate an effect from noise")
+    anchors = None
+    if anchor_agreement is not None:
+        chosen = {s.task_id: choose_anchors(s, anchor_agreement) for s in seeds}
+        chosen = {k: v for k, v in chosen.items() if v is not None}
+        anchors = chosen or None
+    stats = {"null_between_groups": _stats(groups_null, null_percentile),
+             "null_between_gradings": _stats(grading_null, null_percentile),
+             "within_group_range": ({"n": int(ranges.size), "median": float(np.median(ranges)),
+                                     "mean": float(ranges.mean())} if ranges.size else {"n": 0}),
+             "mass": ({"n": int(m.size), "mean": float(m.mean()),
+                       **{f"q{round(p * 100)}": float(np.quantile(m, p)) for p in sorted(quantiles)}}
+                      if m.size else {"n": 0})}
+    return ColdStart(tuple(gammas), {"guidance": (g_lo, hi), "rubric": (r_lo, hi)}, threshold, masses, anchors,
+                     tuple(quantiles), source, sources, float(null_percentile), stats, dict(meta or {}))

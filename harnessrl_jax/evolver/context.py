@@ -1,0 +1,65 @@
+"""What the proposer and the critic see of one drawn task: the recorded group, its labels and the evidence."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from harnessrl_jax.evolver.attributor import TaskAttribution
+from harnessrl_jax.harness.state import HarnessState, RubricCriterion
+from harnessrl_jax.rubric.reward import rubric_reward
+from harnessrl_jax.rubric.schema import Task
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TaskContext:
+    """One drawn task at `step`: H_t, the recorded group Y_t with S_t [K, J] under c_t, the attribution, the time
+    index (`history`: earlier DrawRecords, newest first) and the donors retrieved per criterion id."""
+
+    step: int
+    task: Task
+    state: HarnessState
+    responses: tuple[str, ...]
+    S: np.ndarray
+    attribution: TaskAttribution
+    history: tuple[Any, ...] = ()
+    donors: Mapping[str, Sequence[Any]] = dataclasses.field(default_factory=dict)
+    draw: int = 0  # position of this group among the step's groups
+
+    @property
+    def task_id(self) -> str:
+        return self.task.id
+
+    @property
+    def criteria(self) -> tuple[RubricCriterion, ...]:
+        """c_t of the task, in the rows of S."""
+        return self.state.rubric_of(self.task.id)
+
+    @property
+    def points(self) -> np.ndarray:
+        return self.state.points(self.task.id)
+
+    @functools.cached_property
+    def rewards(self) -> np.ndarray:
+        """r(Y_t, c_t) [J], reward points."""
+        return rubric_reward(self.points, self.S)
+
+    @property
+    def rbar(self) -> float:
+        """rbar_t: mean reward of the recorded group under the current rubric (NaN entries left out)."""
+        r = self.rewards[~np.isnan(self.rewards)]
+        return float(r.mean()) if r.size else math.nan
+
+    @property
+    def previous_task_label(self) -> str | None:
+        """The task-level diagnosis in the task's previous record of the time index (gate (iv))."""
+        return self.history[0].task_label if self.history else None
+
+    def row(self, criterion_id: str) -> np.ndarray | None:
+        """The recorded verdicts [J] of one current criterion."""
+        k = self.state.rubric.find(self.state.index(self.task.id), criterion_id)
+        return None if k is None else np.asarray(self.S[k], np.float64)
