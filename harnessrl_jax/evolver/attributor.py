@@ -282,8 +282,13 @@ SURFACE_PATTERNS = {
 # Words in a criterion that a bare mention, a list or a claim can satisfy (the wording check's lexicon).
 LAX_WORDING = re.compile(
     r"\b(mention(s|ed)?|refer(s|red)? to|use(s|d)?|include(s|d)?|list(s|ed)?|name(s|d)?|note(s|d)?|acknowledge(s|d)?|"
-    r"touch(es)? on|discuss(es)?|address(es)?|state(s|d)?|contain(s)?|specific|relevant|appropriate|some|any|"
+    r"touch(es)? on|discuss(es)?|address(es)?|cover(s|ed)?|state(s|d)?|contain(s)?|specific|relevant|appropriate|some|any|"
     r"detailed|clear(ly)?)\b[^.,;:]{0,60}", re.I)
+
+
+def _schema(criterion):
+    """The schema.Criterion of a harness RubricCriterion (or the criterion itself)."""
+    return criterion.to_criterion() if hasattr(criterion, "to_criterion") else criterion
 
 
 def readable_pattern(pattern: str) -> str:
@@ -303,7 +308,8 @@ def readable_pattern(pattern: str) -> str:
 
 def rule_keywords(criterion) -> list[str]:
     """The keyword patterns a keyword rule checks (keywords:existence, frequency, word_frequency)."""
-    rid, kw = criterion.to_criterion().rule_id, criterion.to_criterion().rule_kwargs
+    c = _schema(criterion)
+    rid, kw = c.rule_id, c.rule_kwargs
     if rid == "keywords:existence":
         return list(kw.get("keywords", []))
     if rid in ("keywords:frequency", "keywords:word_frequency") and kw.get("keyword"):
@@ -320,7 +326,7 @@ def wording_check(criterion, responses: Sequence[str] = ()) -> str | None:
     (else the pattern, readable). A length rule passes on length alone. Otherwise the first lax wording in the
     text: 'mentions ...', 'uses specific ...', 'includes ...'.
     """
-    c = criterion.to_criterion() if hasattr(criterion, "to_criterion") else criterion
+    c = _schema(criterion)
     rid = c.rule_id
     for pattern in rule_keywords(criterion):
         present = [r for r in responses if _search(pattern, r)]
@@ -354,8 +360,7 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
     earlier satisfying responses of this task, donors' satisfying examples. Only the satisfying side may share a
     signal's feature.
     """
-    c = criteria[k]
-    crit = c.to_criterion() if hasattr(c, "to_criterion") else c
+    crit = _schema(criteria[k])
     row = np.asarray(S[k], np.float64)
     A = [j for j in range(len(responses)) if row[j] == 1]
     B = [j for j in range(len(responses)) if row[j] == 0]
@@ -433,7 +438,7 @@ def quality_proxy(response: str, reference: str | None, positives: Sequence[str]
 
 def generic_evidence(criterion, responses: Sequence[str], share: float) -> str | None:
     """Why a saturated criterion counts as met through generic content (the shared phrase), or None."""
-    c = criterion.to_criterion() if hasattr(criterion, "to_criterion") else criterion
+    c = _schema(criterion)
     shared = shared_sentences(responses, share)
     for pattern in rule_keywords(criterion):
         for s in shared:
@@ -486,7 +491,7 @@ class LLMHackingCheck:
             return "\n\n".join(f"--- example {i + 1} ---\n{_cut(t, self.max_chars)}" for i, t in enumerate(texts))
 
         text = templates.fill(self.template, conversation=render_conversation(task),
-                            criterion=render_criterion(criterion.to_criterion()), satisfying=block(satisfying),
+                            criterion=render_criterion(_schema(criterion)), satisfying=block(satisfying),
                             failing=block(failing), positives=block(positives))
         out = self.client.complete(({"role": "user", "content": text},), HACKING_SCHEMA)
         if getattr(out, "status", "ok") != "ok" or not out.text:
@@ -495,7 +500,7 @@ class LLMHackingCheck:
             if isinstance(obj, dict) and "spurious" in obj:
                 v = word_verdict(obj["spurious"])
                 phrase = obj.get("phrase") or None
-                crit_text = criterion.to_criterion().text
+                crit_text = _schema(criterion).text
                 if phrase and phrase not in crit_text:  # the phrase must be quoted from the criterion
                     phrase = None
                 return HackingVerdict(v, str(obj.get("pattern", "")), phrase, str(obj.get("explanation", "")))

@@ -41,6 +41,7 @@ from harnessrl_jax.harness import ops
 from harnessrl_jax.harness.state import FIELDS, NUM_LEVELS, RubricCriterion
 from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS, DROP_ORDER, Transitions
 from harnessrl_jax.rubric import rules
+from harnessrl_jax.rubric.reward import rubric_reward
 
 INTERFACES = ops.INTERFACES
 TOO_WEAK, TOO_STRONG = "too_weak", "too_strong"
@@ -377,9 +378,18 @@ class RuleProposer:
               scale: float = 1.0) -> Candidate | None:
         actions = tuple(actions)
         try:
-            self.transitions.apply(ctx.state, actions)
+            new = self.transitions.apply(ctx.state, actions)
         except (ops.InvalidAction, ValueError):
             return None  # a rule variant that does not fit H_t is simply not offered
+        if interface == "rubric" and all(isinstance(a, (ops.ReweightCriterion, ops.DeleteCriterion)) for a in actions):
+            # Reweights and deletes change points only, so their effect on the recorded group is arithmetic on S:
+            # one that does not lower the reward could never pass the critic's sign test, so it is not offered.
+            crits = new.rubric_of(ctx.task_id)
+            rows = np.stack([ctx.row(c.id) for c in crits])
+            r = rubric_reward(new.points(ctx.task_id), rows)
+            r = r[~np.isnan(r)]
+            if not r.size or not ctx.rbar - float(r.mean()) > 1e-9:
+                return None
         return Candidate(ctx.task_id, interface, actions, label, tuple(dict.fromkeys(criterion_ids)),
                          tuple(dict.fromkeys(evidence_ids)), rationale, family, _scaled_name(name, scale), scale,
                          self.source)
