@@ -18,7 +18,7 @@ import importlib.util
 import logging
 import os
 import re
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -30,7 +30,7 @@ DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 _BUNDLED = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 INDEX_KINDS = ("flat", "ivf")
 # Below this many queries faiss scans without BLAS, one query per thread: extra OpenMP threads only spin, and on a
-# small, busy machine that made a single top-4 query ~6x slower. Batches use every thread.
+# small, busy machine that made a single top-4 query ~8x slower (launch/bench_memory.py). Batches use every thread.
 _FEW_QUERIES = 20
 
 
@@ -76,8 +76,9 @@ class Embedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), np.float32)
+        # A progress bar (rate, ETA) only for big batches: all seed rubrics at cold start take minutes on a CPU.
         return self.model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                                 convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
+                                 convert_to_numpy=True, show_progress_bar=len(texts) >= 4096).astype(np.float32)
 
 
 def unit_rows(vectors) -> np.ndarray:
@@ -335,7 +336,7 @@ class SemanticIndex:
                     break
                 for row, task, cid, text in self.store.rows_of_embedding(int(emb), exclude_tasks[q], k - len(donors)):
                     met, failed = self.store.examples(row, examples) if examples else ([], [])
-                    donors.append(Donor(row, task, cid, text, float(score), tuple(Example(*e) for e in met),
+                    donors.append(Donor(row, task, cid, text, min(float(score), 1.0), tuple(Example(*e) for e in met),
                                         tuple(Example(*e) for e in failed)))
             out.append(donors)
         return out
