@@ -1,0 +1,340 @@
+"""The proposer: one typed candidate per label and interface, valid under harness.ops, built from the evidence;
+graded variants after the critic's feedback; the LLM proposer's output validated into actions or rejected."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from evolver_testlib import BagOfWords, FakeClient, draw, kw, llm, make_task, regrade_with_rules, words_under
+from harnessrl_jax.evolver import (AGREE, BLIND, SATURATED, SPURIOUS, Evolver, Group, LLMProposer, Measurement,
+                                   Rejection, RuleProposer, TaskContext, attribute)
+from harnessrl_jax.evolver.proposer import GUIDANCE_SETS, REPEAT_PATTERN, tightened_thresholds
+from harnessrl_jax.harness import AddField, DownweightTask, HarnessState, apply, ops
+from harnessrl_jax.rubric import rules
+from harnessrl_jax.rubric.reward import rubric_reward
+
+COLD = [kw("cold/c0", "Recommends rest.", 3, r"\brest"), kw("cold/c1", "Recommends drinking fluids.", 3, "(fluid|water)"),
+        kw("cold/c2", "Mentions honey.", 2, "honey"), words_under("cold/c3", 60)]
+REF = "Get plenty of rest, drink fluids, and try honey in warm tea with lemon."
+PLAIN = ["Rest at home and drink water; soup helps too.", "Rest a lot and drink fluids often, with lemon.",
+         "Get rest and keep drinking water through the day.", "Plenty of rest and fluids will help you.",
+         "Rest, water and patience: the cold passes in a week.", "You should rest and drink water, maybe tea.",
+         "Rest well, and drink enough fluid every hour.", "Drink water and rest as much as you can."]
+
+
+def context(criteria=COLD, responses=PLAIN, reference=REF, *, state=None, history=(), tid="cold", S=None,
+            donors=None, step=10):
+    task = make_task(tid, criteria, reference)
+    state = state or HarnessState.from_tasks([task])
+    crits = state.rubric_of(tid)
+    S = regrade_with_rules(task, responses, crits) if S is None else np.asarray(S, float)
+    att = attribute(task, crits, S, responses, history=history)
+    return TaskContext(step, task, state, tuple(responses), S, att, tuple(history), donors or {})
+
+
+def saturating_history(ctx):
+    """One earlier record identical to this group, so criteria met 8/8 fill the saturation window."""
+    rec = draw(ctx.step - 1, ctx.task_id, ctx.criteria, ctx.responses, ctx.S, task_label=SATURATED)
+    rec = type(rec)(**{**rec.__dict__, "draw_id": 7})
+    return (rec,)
+
+
+def applies(ctx, cand):
+    for a in cand.actions:
+        assert a.interface == cand.interface and a.task_id == ctx.task_id
+    return apply(ctx.state, cand.actions)  # raises InvalidAction if ops reject it
+
+
+# ---------------------------------------------------------------------------------------------------- guidance
+
+def test_blind_mounts_criterion_and_reference_from_the_task():
+    ctx = context()
+    assert ctx.attribution.get("cold/c2").label == BLIND
+    cand = RuleProposer().propose(ctx, "guidance")
+    assert cand.label == BLIND and cand.criterion_ids == ("cold/c2",)
+    assert [(a.op, a.field, a.criterion_id) for a in cand.actions] == [
+        ("add_field", "criterion", "cold/c2"), ("add_field", "reference", "cold/c2")]
+    new = applies(ctx, cand)
+    fields = dict(new.fields("cold"))
+    assert "Mentions honey." in fields["criterion"].text and "honey" in fields["criterion"].text.split("word: ")[1]
+    assert REF in fields["reference"].text
+    assert "task:reference" in cand.evidence_ids
+
+
+def test_blind_with_no_reference_of_its_own_borrows_a_donor_from_the_semantic_index(memory):
+    donor_task = make_task("flu", [kw("flu/c0", "Mentions honey.", 2, "honey"), COLD[0]])
+    met = ["Honey in warm water soothes a sore throat, and rest helps."] + PLAIN[1:]
+    memory.append_step(3, [draw(3, "flu", donor_task.criteria, met, regrade_with_rules(donor_task, met,
+                                                                                         donor_task.criteria))])
+    task = make_task("cold", COLD, None)
+    h = HarnessState.from_tasks([task, donor_task])
+    (ctx,) = Evolver().attribute(4, [Group(task, PLAIN, regrade_with_rules(task, PLAIN, h.criteria("cold")))], h,
+                                 memory)
+    donor = ctx.donors["cold/c2"][0]
+    assert (donor.task_id, donor.criterion_id, donor.cosine) == ("flu", "flu/c0", pytest.approx(1.0))
+    cand = RuleProposer().propose(ctx, "guidance")
+    ref = dict(applies(ctx, cand).fields("cold"))["reference"].text
+    assert met[0] in ref
+    assert f"donor:{donor.row}" in cand.evidence_ids and f"draw:{donor.satisfying[0].draw_id}" in cand.evidence_ids
+
+
+def test_without_any_reference_the_criterion_and_critique_are_mounted():
+    ctx = context(reference=None)
+    cand = RuleProposer().propose(ctx, "guidance")
+    assert [a.field for a in cand.actions] == ["criterion", "critique"]
+    crit = dict(applies(ctx, cand).fields("cold"))["critique"].text
+    assert crit == "None of the 8 answers in the last attempt met this: Mentions honey."
+
+
+def test_guidance_respects_the_cap():
+    task = make_task("cold", COLD, REF)
+    state = HarnessState.from_tasks([task], initial_cap=1)
+    ctx = context(state=state)
+    variants = RuleProposer().variants(ctx, "guidance")
+    assert {len(v.make(1.0).actions) for v in variants} == {1}
+    assert len(applies(ctx, RuleProposer().propose(ctx, "guidance")).fields("cold")) == 1
+
+
+def test_a_field_whose_criterion_is_no_longer_blind_is_dropped():
+    task = make_task("cold", COLD, REF)
+    state = apply(HarnessState.from_tasks([task]), [AddField("cold", "criterion", "Say honey.", "cold/c2"),
+                                                    AddField("cold", "reference", REF, "cold/c2")])
+    honey = [r + " Honey helps." for r in PLAIN[:5]] + PLAIN[5:]  # 5/8 meet it under guidance
+    ctx = context(state=state, responses=honey)
+    assert ctx.attribution.get("cold/c2").label == AGREE
+    cand = RuleProposer().propose(ctx, "guidance")
+    assert [(a.op, a.field) for a in cand.actions] == [("drop_field", "reference"), ("drop_field", "criterion")]
+    assert applies(ctx, cand).fields("cold") == ()
+    # Too strong a loss: the next variant drops less, the field that gives away least first.
+    m = Measurement("rejected", "drop lost reward", "guidance", delta=-20.0, band=(10.2, 28.0), direction="too_strong")
+    nxt = RuleProposer().propose(ctx, "guidance", [Rejection(cand, m)])
+    assert [(a.op, a.field) for a in nxt.actions] == [("drop_field", "criterion")]
+
+
+# ---------------------------------------------------------------------------------------------------- sampling
+
+def test_a_saturated_task_is_downweighted_one_level():
+    ctx = context()
+    ctx = context(history=saturating_history(ctx))
+    assert ctx.attribution.task_label == SATURATED
+    cand = RuleProposer().propose(ctx, "sampling")
+    assert cand.actions == (DownweightTask("cold"),) and "draw:7" in cand.evidence_ids
+    assert applies(ctx, cand).sampling.level[0] == 1
+    bottom = HarnessState.from_tasks([make_task("cold", COLD, REF)], levels=np.array([3]))
+    assert RuleProposer().propose(context(state=bottom, history=ctx.history), "sampling") is None
+    assert RuleProposer().propose(context(), "sampling") is None  # not diagnosed saturated
+
+
+# ------------------------------------------------------------------------------------------------------ rubric
+
+LENGTHY = [" ".join(f"w{i}" for i in range(n)) for n in (10, 14, 18, 22, 26, 30, 34, 38)]
+
+
+def test_saturated_threshold_rule_is_tightened_so_part_of_the_group_fails():
+    crits = [words_under("t/c0", 60), llm("t/c1", "Is accurate.", 2)]  # t/c1 is the anchor
+    ctx = context(crits, LENGTHY, None, tid="t", S=[[1] * 8, [1, 0] * 4])
+    ctx = context(crits, LENGTHY, None, tid="t", S=[[1] * 8, [1, 0] * 4], history=saturating_history(ctx))
+    assert ctx.attribution.get("t/c0").label == SATURATED
+    found = tightened_thresholds(ctx.criteria[0], LENGTHY)
+    # Independent check of each threshold: the share of responses with at least t words.
+    n = np.array([len(r.split()) for r in LENGTHY])
+    for kwargs, fail, old, new in found:
+        assert old == 60 and new < 60 and fail == pytest.approx(np.mean(n >= new))
+    assert [f for _, f, _, _ in found] == sorted(f for _, f, _, _ in found) and len(found) == 3
+    cand = RuleProposer().propose(ctx, "rubric")
+    (act,) = cand.actions
+    assert isinstance(act, ops.RewriteCriterion) and cand.family == "tighten:threshold"
+    c = applies(ctx, cand).rubric_of("t")[0]
+    t = json.loads(c.to_criterion().tag("rule_kwargs"))["num_words"]
+    assert c.text == f"The response is under {t} words." and c.version == 2
+    fail = np.mean([not rules.check("length_constraints:number_words", c.to_criterion().rule_kwargs, r)
+                    for r in LENGTHY])
+    assert fail == 0.5  # the default aims at half of the group
+
+
+def test_saturated_keyword_criterion_gets_a_required_keyword_from_the_reference():
+    ctx = context()
+    ctx = context(history=saturating_history(ctx))
+    variants = {v.name: v for v in RuleProposer().variants(ctx, "rubric")}
+    lemon = variants["tighten cold/c0 with lemon"].make(1.0)
+    (act,) = lemon.actions
+    # cold/c0 is an anchor (top-weighted half of the seed): its text is frozen, so the tightening is a new criterion.
+    assert ctx.criteria[0].anchor and isinstance(act, ops.CreateCriterion)
+    assert act.text == 'Recommends rest, and uses the word "lemon".'
+    assert json.loads(dict(t.split(":", 1) for t in act.tags)["rule_kwargs"])["keywords"] == [r"\brest", r"\blemon"]
+    new = applies(ctx, lemon)
+    created = new.rubric_of("cold")[-1]
+    s = regrade_with_rules(ctx.task, PLAIN, [created])[0]
+    assert s.tolist() == [0, 1, 0, 0, 0, 0, 0, 0]  # only the one response that has both
+
+
+def test_generic_saturated_criteria_are_deleted_first():
+    closing = kw("cold/c4", "Ends with a kind wish.", 1, "feel better")
+    responses = [r + " Take care and feel better soon." for r in PLAIN]
+    ctx = context(COLD + [closing], responses)
+    ctx = context(COLD + [closing], responses, history=saturating_history(ctx))
+    assert ctx.attribution.get("cold/c4").generic
+    cand = RuleProposer().propose(ctx, "rubric")
+    assert cand.actions == (ops.DeleteCriterion("cold", "cold/c4"),) and cand.family == "delete-generic"
+    applies(ctx, cand)
+
+
+@pytest.mark.parametrize("embed", [None, BagOfWords().encode])
+def test_saturated_near_duplicates_are_merged_and_counted_once(embed):
+    dup = [llm("t/c0", "Names glucose as the monomer.", 4), llm("t/c1", "Uses a formal register.", 1),
+           llm("t/c2", "Uses a formal register throughout.", 1), llm("t/c3", "Is accurate.", 4)]
+    S = [[1, 0] * 4, [1] * 8, [1] * 8, [1, 1, 0, 0] * 2]
+    ctx = context(dup, PLAIN, None, tid="t", S=S)
+    ctx = context(dup, PLAIN, None, tid="t", S=S, history=saturating_history(ctx))
+    variants = {v.name: v for v in RuleProposer(embed=embed).variants(ctx, "rubric")}
+    merge = variants["merge t/c1+t/c2"].make(1.0)
+    (act,) = merge.actions
+    assert act.criterion_ids == ("t/c1", "t/c2") and act.points == 1.0
+    assert "t/c2" not in {c.id for c in applies(ctx, merge).rubric_of("t")}
+
+
+def test_spurious_keyword_stuffing_gets_a_pitfall_that_fires_on_the_degenerate_responses_only():
+    stuffed = ["rest rest rest rest", "rest rest rest", PLAIN[2], PLAIN[6],
+               "Drink water and hot soup, then sleep early tonight.", "Fluids and a long sleep help, and so does soup.",
+               "Water, soup and sleep: the cold passes within a week.", "Sleep well and drink water often today."]
+    ctx = context(responses=stuffed)
+    assert ctx.attribution.get("cold/c0").label == SPURIOUS
+    cand = RuleProposer().propose(ctx, "rubric")
+    (act,) = cand.actions
+    assert isinstance(act, ops.CreateCriterion) and act.points == -3.0 and cand.family == "pitfall:short"
+    new = applies(ctx, cand)
+    pit = new.rubric_of("cold")[-1]
+    assert regrade_with_rules(ctx.task, stuffed, [pit])[0].tolist() == [1, 1, 0, 0, 0, 0, 0, 0]
+    # The recorded group's reward falls only where the keyword was stuffed: a valid fix lowers it (delta_c > 0).
+    S_new = np.vstack([ctx.S, regrade_with_rules(ctx.task, stuffed, [pit])])
+    r_new = rubric_reward(new.points("cold"), S_new)
+    assert np.all(r_new[2:] == ctx.rewards[2:]) and np.all(r_new[:2] < ctx.rewards[:2])
+
+
+def test_repetition_pitfall_matches_repeated_words():
+    assert rules.check("keywords:regex_match", {"pattern": REPEAT_PATTERN}, "rest, rest rest and water")
+    assert not rules.check("keywords:regex_match", {"pattern": REPEAT_PATTERN}, "rest and rest and water")
+
+
+def test_spurious_llm_criterion_is_rewritten_at_the_phrase_the_wording_check_found():
+    crits = [llm("t/c0", "Names glucose as the monomer.", 4), llm("t/c1", "Covers all of the user's questions.", 2)]
+    responses = [f"Answer {j}: rest and fluids. All requirements have been met." for j in range(4)]
+    responses += [f"Answer {j}: rest, fluids, and see a doctor if it lasts." for j in range(4)]
+    ctx = context(crits, responses, REF, tid="t", S=[[1, 0] * 4, [1] * 4 + [0] * 4])
+    a = ctx.attribution.get("t/c1")
+    assert a.label == SPURIOUS and not ctx.criteria[1].anchor
+    variants = {v.family: v for v in RuleProposer().variants(ctx, "rubric")}
+    (rw,) = variants["rewrite"].make(1.0).actions
+    assert rw.criterion_id == "t/c1" and '"Covers all of the user\'s questions"' in rw.text
+    (pit,) = variants["pitfall:surface_compliance"].make(1.0).actions
+    assert pit.points < 0 and regrade_with_rules(ctx.task, responses, [
+        applies(ctx, variants["pitfall:surface_compliance"].make(1.0)).rubric_of("t")[-1]])[0].tolist() == \
+        [1] * 4 + [0] * 4
+    assert RuleProposer().propose(ctx, "rubric").family == "pitfall:surface_compliance"  # the first default
+
+
+# ------------------------------------------------------------------------------------------------ the rounds
+
+def _rejected(cand, delta, direction, band=(3.1, 28.0)):
+    return Rejection(cand, Measurement("rejected", "x", cand.interface, delta=delta, band=band, direction=direction))
+
+
+def test_a_pitfall_that_was_too_strong_comes_back_rescaled_into_the_band():
+    stuffed = ["rest rest rest rest", "rest rest rest", PLAIN[2], PLAIN[6],
+               "Drink water and hot soup, then sleep early tonight.", "Fluids and a long sleep help, and so does soup.",
+               "Water, soup and sleep: the cold passes within a week.", "Sleep well and drink water often today."]
+    ctx = context(responses=stuffed)
+    p = RuleProposer()
+    first = p.propose(ctx, "rubric")
+    second = p.propose(ctx, "rubric", [_rejected(first, 56.0, "too_strong")])
+    scale = math.sqrt(3.1 * 28.0) / 56.0  # the band's log-midpoint over the measured delta
+    assert second.family == first.family and second.scale == pytest.approx(scale)
+    assert second.actions[0].points == pytest.approx(first.actions[0].points * scale)
+    # A pitfall's effect on the recorded group is linear in its points, so the rescaled one lands mid-band.
+    third = p.propose(ctx, "rubric", [_rejected(first, 56.0, "too_strong"), _rejected(second, 1.0, "too_weak")])
+    assert third.scale == pytest.approx(scale * math.sqrt(3.1 * 28.0))
+
+
+def test_guidance_too_weak_steps_up_too_strong_steps_down_and_nothing_repeats():
+    ctx = context()
+    p = RuleProposer()
+    first = p.propose(ctx, "guidance")
+    strength = {s: k for k, s in enumerate(GUIDANCE_SETS)}
+
+    def fields(c):
+        return tuple(sorted(a.field for a in c.actions))
+    up = p.propose(ctx, "guidance", [_rejected(first, 4.0, "too_weak", (10.2, 28.0))])
+    assert strength[tuple(f for f in ("criterion", "reference", "critique") if f in fields(up))] > \
+        strength[("criterion", "reference")]
+    down = p.propose(ctx, "guidance", [_rejected(first, 40.0, "too_strong", (10.2, 28.0))])
+    assert fields(down) == ("critique", "reference")  # the next weaker set (3.5 + 1 < 2 + 3.5)
+    seen, fb = {first.variant}, [_rejected(first, -1.0, "too_weak", (10.2, 28.0))]
+    while (c := p.propose(ctx, "guidance", fb)) is not None:
+        assert c.variant not in seen
+        seen.add(c.variant)
+        fb.append(_rejected(c, -1.0, None))
+    assert len(seen) == len(GUIDANCE_SETS)  # every set tried once, then nothing left: noop
+
+
+def test_after_a_rejection_for_another_reason_the_proposer_turns_to_another_family():
+    crits = [llm("t/c0", "Names glucose as the monomer.", 4), llm("t/c1", "Covers all of the user's questions.", 2)]
+    responses = [f"Answer {j}: rest and fluids. All requirements have been met." for j in range(4)]
+    responses += [f"Answer {j}: rest, fluids, and see a doctor if it lasts." for j in range(4)]
+    ctx = context(crits, responses, REF, tid="t", S=[[1, 0] * 4, [1] * 4 + [0] * 4])
+    p = RuleProposer()
+    first = p.propose(ctx, "rubric")
+    other = p.propose(ctx, "rubric", [Rejection(first, Measurement("rejected", "does not vary", "rubric"))])
+    assert (first.family, other.family) == ("pitfall:surface_compliance", "rewrite")
+
+
+# ------------------------------------------------------------------------------------------- the LLM proposer
+
+def _llm(actions, rationale="fix it"):
+    return json.dumps({"rationale": rationale, "actions": actions})
+
+
+def test_llm_proposer_output_is_validated_into_typed_actions():
+    ctx = context()
+    client = FakeClient("```json\n" + _llm([{"op": "add_field", "field": "critique", "text": "Nobody said honey.",
+                                              "criterion_id": "cold/c2"}]) + "\n```")
+    cand = LLMProposer(client).propose(ctx, "guidance")
+    assert cand.source == "llm" and cand.invalid is None and cand.label == BLIND
+    assert cand.actions == (AddField("cold", "critique", "Nobody said honey.", "cold/c2"),)
+    assert cand.rationale == "fix it" and "cold/c2" in cand.criterion_ids
+    prompt = client.prompts[0]
+    assert "Mentions honey." in prompt and "add_field" in prompt and REF in prompt
+    assert "{" + "evidence}" not in prompt and "(first round)" in prompt
+
+
+@pytest.mark.parametrize("actions, why", [
+    ([{"op": "rewrite_criterion", "criterion_id": "cold/c0", "text": "Recommends bed rest."}], "anchor"),
+    ([{"op": "teleport", "criterion_id": "cold/c0"}], "unknown action op"),
+    ([{"op": "delete_criterion", "criterion_id": "cold/c9"}], "unknown criterion"),
+    ([{"op": "add_field", "field": "criterion", "text": "x"}], "is a guidance action"),
+    ([{"op": "reweight_criterion", "criterion_id": "cold/c2", "points": -2}], "flips its sign"),
+])
+def test_invalid_llm_output_comes_back_with_the_reason(actions, why):
+    ctx = context()
+    ctx = context(history=saturating_history(ctx))
+    cand = LLMProposer(FakeClient(_llm(actions))).propose(ctx, "rubric")
+    assert cand.invalid is not None and why in cand.invalid
+
+
+def test_llm_proposer_noop_unreadable_output_feedback_and_sampling_fallback():
+    ctx = context()
+    assert LLMProposer(FakeClient(_llm([]))).propose(ctx, "guidance") is None
+    bad = LLMProposer(FakeClient("I would add a field.")).propose(ctx, "guidance")
+    assert "no JSON object" in bad.invalid
+    assert LLMProposer(FakeClient("not asked")).propose(ctx, "rubric") is None  # nothing routed to the rubric
+    client = FakeClient(_llm([{"op": "add_field", "field": "criterion", "text": "Say honey.",
+                               "criterion_id": "cold/c2"}]))
+    first = LLMProposer(client).propose(ctx, "guidance")
+    m = Measurement("rejected", "delta_g = 3.2 < 10.2: within null fluctuation", "guidance", delta=3.2,
+                    band=(10.2, 28.0), direction="too_weak")
+    LLMProposer(client).propose(ctx, "guidance", [Rejection(first, m)])
+    assert "within null fluctuation" in client.prompts[-1] and "Say honey." in client.prompts[-1]
+    sat = context(history=saturating_history(ctx))
+    down = LLMProposer(FakeClient("not asked")).propose(sat, "sampling")
+    assert down.actions == (DownweightTask("cold"),) and down.source == "rule"
