@@ -79,3 +79,24 @@ class FakeClient:
     def complete(self, messages, schema, key=None):
         self.prompts.append(messages[-1]["content"])
         return Reply(self.answers.pop(0) if len(self.answers) > 1 else self.answers[0])
+
+
+def build_context(criteria, responses, reference=None, *, state=None, history=(), tid="t", S=None, donors=None,
+                  step=10):
+    """A TaskContext as the evolver builds it: H_t (the seed harness unless given), S by the rule judge unless
+    given, and the attribution with the given time-index history."""
+    from harnessrl_jax.evolver import TaskContext, attribute
+    from harnessrl_jax.harness import HarnessState
+
+    task = make_task(tid, criteria, reference)
+    state = state or HarnessState.from_tasks([task])
+    crits = state.rubric_of(tid)
+    S = regrade_with_rules(task, responses, crits) if S is None else np.asarray(S, float)
+    att = attribute(task, crits, S, responses, history=history)
+    return TaskContext(step, task, state, tuple(responses), S, att, tuple(history), donors or {})
+
+
+def repeat_as_history(ctx, task_label=None, draw_id=7):
+    """One earlier record identical to this group (so criteria met 8/8 fill a window of 2), with a task label."""
+    rec = draw(ctx.step - 1, ctx.task_id, ctx.criteria, ctx.responses, ctx.S, task_label=task_label)
+    return (dataclasses.replace(rec, draw_id=draw_id),)

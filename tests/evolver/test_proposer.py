@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from evolver_testlib import BagOfWords, FakeClient, draw, kw, llm, make_task, regrade_with_rules, words_under
+from evolver_testlib import (BagOfWords, FakeClient, build_context, draw, kw, llm, make_task, regrade_with_rules,
+                             repeat_as_history, words_under)
 from harnessrl_jax.evolver import (AGREE, BLIND, SATURATED, SPURIOUS, Evolver, Group, LLMProposer, Measurement,
-                                   Rejection, RuleProposer, TaskContext, attribute)
+                                   Rejection, RuleProposer)
 from harnessrl_jax.evolver.proposer import GUIDANCE_SETS, REPEAT_PATTERN, tightened_thresholds
 from harnessrl_jax.harness import AddField, DownweightTask, HarnessState, apply, ops
 from harnessrl_jax.rubric import rules
@@ -24,21 +25,12 @@ PLAIN = ["Rest at home and drink water; soup helps too.", "Rest a lot and drink 
          "Rest well, and drink enough fluid every hour.", "Drink water and rest as much as you can."]
 
 
-def context(criteria=COLD, responses=PLAIN, reference=REF, *, state=None, history=(), tid="cold", S=None,
-            donors=None, step=10):
-    task = make_task(tid, criteria, reference)
-    state = state or HarnessState.from_tasks([task])
-    crits = state.rubric_of(tid)
-    S = regrade_with_rules(task, responses, crits) if S is None else np.asarray(S, float)
-    att = attribute(task, crits, S, responses, history=history)
-    return TaskContext(step, task, state, tuple(responses), S, att, tuple(history), donors or {})
+def context(criteria=COLD, responses=PLAIN, reference=REF, **kw):
+    return build_context(criteria, responses, reference, **{"tid": "cold", **kw})
 
 
 def saturating_history(ctx):
-    """One earlier record identical to this group, so criteria met 8/8 fill the saturation window."""
-    rec = draw(ctx.step - 1, ctx.task_id, ctx.criteria, ctx.responses, ctx.S, task_label=SATURATED)
-    rec = type(rec)(**{**rec.__dict__, "draw_id": 7})
-    return (rec,)
+    return repeat_as_history(ctx, SATURATED)
 
 
 def applies(ctx, cand):
