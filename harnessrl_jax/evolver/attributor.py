@@ -371,8 +371,13 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
     length_rule = rid.startswith("length_constraints:")
     n = np.array([len(words(r)) for r in responses], float)
 
+    why = [degenerate(r, config.min_words, config.repeat_run, config.distinct_ratio) for r in responses]
+    da = float(np.mean([why[j] is not None for j in A]))
+    db = float(np.mean([why[j] is not None for j in B]))
+
     # length gaming: the two sides separate by length, and real positives do not share the satisfying length.
-    if not length_rule:
+    # With no positive to compare with, a failing side of degenerate answers explains the gap by itself.
+    if not length_rule and (positives or db < config.surface_share):
         la, lb = float(np.median(n[A])), float(np.median(n[B]))
         auc = length_auc(n[A], n[B])
         pos_len = [len(words(p)) for p in positives if p]
@@ -389,9 +394,6 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
                                     "failing_median_words": lb, "auc": auc, "positives_median_words": p_med}
 
     # keyword stuffing: met by degenerate responses, the failing side mostly sound.
-    why = [degenerate(r, config.min_words, config.repeat_run, config.distinct_ratio) for r in responses]
-    da = float(np.mean([why[j] is not None for j in A]))
-    db = float(np.mean([why[j] is not None for j in B]))
     if da >= config.surface_share and db <= da / 2:
         kinds = sorted({why[j] for j in A if why[j]})
         out["keyword_stuffing"] = {"degenerate_satisfying": da, "degenerate_failing": db, "kinds": kinds,

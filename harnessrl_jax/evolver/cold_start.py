@@ -15,7 +15,8 @@ is graded more than once. From those score matrices:
                        group (delta_c regrades the recorded group: this is its null; a deterministic rule judge
                        gives 0);
     eps_high (both)  = median over all groups of the within-group reward range max_j r_j - min_j r_j.
-  A null with no pairs to measure (one group per task, or no repeated grading) keeps the paper's bound.
+  A null with no pairs to measure (one group per task, or no repeated grading), or a median range of 0, keeps the
+  paper's bound.
 - anchors (optional, when regradings exist): per task, the seed criteria whose text the cold start fixes. This
   module's rule: positive criteria whose verdicts agree across the repeated gradings on at least
   `anchor_agreement` of the cells (the judge reads them reliably), the top-weighted half (rounded down) of the
@@ -245,8 +246,10 @@ def derive(seeds: Sequence[SeedGroups], *, quantiles: Sequence[float] = GAMMA_QU
     sources["guidance_low"] = "measured" if groups_null.size else "default: fewer than two groups per task"
     r_lo = float(np.percentile(grading_null, null_percentile)) if grading_null.size else RUBRIC_BAND[0]
     sources["rubric_low"] = "measured" if grading_null.size else "default: no repeated grading"
-    hi = float(np.median(ranges)) if ranges.size else GUIDANCE_BAND[1]
-    sources["high"] = "measured" if ranges.size else "default: no group with a valid reward"
+    hi = float(np.median(ranges)) if ranges.size else 0.0
+    sources["high"] = "measured"
+    if hi <= 0.0:  # no spread in the typical group: there is no scale to measure an effect against
+        hi, sources["high"] = GUIDANCE_BAND[1], "default: the median group has no reward spread"
     for name, lo in (("guidance", g_lo), ("rubric", r_lo)):
         if lo > hi:
             raise ValueError(f"cold start: the {name} band's lower bound {lo:.3g} (null fluctuation) exceeds the "
