@@ -546,8 +546,26 @@ def attribute(task, criteria: Sequence[Any], S, responses: Sequence[str], *, his
                       failing=tuple(int(j) for j in np.flatnonzero(valid & (sat == 0))))
         prelim.append({"k": k, "c": c, "ev": ev, "past": past, "valid": bool(valid.any())})
 
-    need_donors = [p["c"] for p in prelim if p["valid"] and p["ev"].pass_rate == 0.0]
-    need_donors += [p["c"] for p in prelim if p["valid"] and 0.0 < p["ev"].pass_rate < 1.0 and p["c"].points > 0]
+    # Hacking signals from this task's own positives (its reference, earlier responses that met the criterion).
+    for p in prelim:
+        c = p["c"]
+        if p["valid"] and 0.0 < p["ev"].pass_rate < 1.0 and c.points > 0:
+            p["own"] = _satisfying_history(history, c.id, c.text)
+            p["signals"] = hacking_signals(p["k"], criteria, S, responses,
+                                           positives=([reference] if reference else []) + [r for _, r in p["own"]],
+                                           reference=reference, config=config)
+    # Donors from the semantic index, fetched only where they are used: references for blind criteria, positives
+    # for a length signal to be judged against, and the LLM check's retrieved positives.
+    def needs(p):
+        if not p["valid"]:
+            return False
+        if p["ev"].pass_rate == 0.0:
+            return True
+        if "signals" not in p:
+            return False
+        return ("length_gaming" in p["signals"] or (llm_check is not None and (config.llm_mode == "all"
+                                                                                or bool(p["signals"]))))
+    need_donors = [p["c"] for p in prelim if needs(p)]
     donors = dict(donor_lookup(need_donors)) if donor_lookup is not None and need_donors else {}
 
     out = []
@@ -589,12 +607,14 @@ def attribute(task, criteria: Sequence[Any], S, responses: Sequence[str], *, his
         if c.points <= 0:
             out.append(Attribution(c.id, AGREE, None, "splits the group (pitfall)", ev))
             continue
-        own_pos = _satisfying_history(history, c.id, c.text)
+        own = p["own"]
         donor_pos = [e.response for d in donors.get(c.id, ()) for e in d.satisfying]
-        positives = ([reference] if reference else []) + own_pos + donor_pos
-        signals = hacking_signals(k, criteria, S, responses, positives=positives, reference=reference, config=config)
-        rows = tuple(d.row for d in donors.get(c.id, ()))
-        used_pos = bool(positives) and "length_gaming" in signals
+        positives = ([reference] if reference else []) + [r for _, r in own] + donor_pos
+        signals = p["signals"]
+        if donor_pos:  # judged again with the retrieved positives
+            signals = hacking_signals(k, criteria, S, responses, positives=positives, reference=reference,
+                                      config=config)
+        rows = tuple(d.row for d in donors.get(c.id, ()) if d.satisfying)
         llm = None
         if llm_check is not None and (config.llm_mode == "all" or signals):
             llm = llm_check(task, c, [responses[j] for j in ev.satisfying], [responses[j] for j in ev.failing],
@@ -614,8 +634,7 @@ def attribute(task, criteria: Sequence[Any], S, responses: Sequence[str], *, his
             phrase = (llm.phrase if llm is not None and llm.spurious and llm.phrase else None) or \
                 wording_check(c, [responses[j] for j in ev.satisfying])
             ev = dataclasses.replace(ev, signals=signals, phrase=phrase,
-                                     draw_ids=tuple(d for d, _, _ in past[:1]) if own_pos else (),
-                                     donor_rows=rows if (used_pos or llm is not None) else ())
+                                     draw_ids=tuple(dict.fromkeys(d for d, _ in own)), donor_rows=rows)
             names = ", ".join(s for s in signals if s != "llm" or signals["llm"]["spurious"])
             out.append(Attribution(c.id, SPURIOUS, "hacking", f"only the satisfying side shows: {names}", ev))
         else:
@@ -634,8 +653,10 @@ def attribute(task, criteria: Sequence[Any], S, responses: Sequence[str], *, his
     return TaskAttribution(task.id, tuple(out), float(mass), task_label, reason)
 
 
-def _satisfying_history(history: Sequence[Any], criterion_id: str, text: str, limit: int = 2) -> list[str]:
-    """Up to `limit` earlier responses of the task that met the criterion under this wording, newest first."""
+def _satisfying_history(history: Sequence[Any], criterion_id: str, text: str, limit: int = 2
+                        ) -> list[tuple[int, str]]:
+    """Up to `limit` (draw id, response) of the task's earlier responses that met the criterion under this wording,
+    newest first."""
     out = []
     for r in history:
         try:
@@ -646,7 +667,7 @@ def _satisfying_history(history: Sequence[Any], criterion_id: str, text: str, li
             continue
         for j, s in enumerate(np.asarray(r.scores, np.float64)[k]):
             if s == 1:
-                out.append(r.responses[j])
+                out.append((r.draw_id, r.responses[j]))
                 if len(out) >= limit:
                     return out
     return out

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from evolver_testlib import FakeClient, draw, kw, llm, make_task, regrade_with_rules, words_under
-from harnessrl_jax.evolver import (AGREE, BLIND, SATURATED, SPURIOUS, AttributorConfig, LLMHackingCheck, attribute,
-                                   wording_check)
+from harnessrl_jax.evolver import (AGREE, BLIND, SATURATED, SPURIOUS, AttributorConfig, Evolver, Group,
+                                   LLMHackingCheck, attribute, wording_check)
 from harnessrl_jax.harness import HarnessState
 from harnessrl_jax.rubric.reward import discriminative_mass
 
@@ -173,6 +173,30 @@ def test_length_gaming_when_only_the_satisfying_side_is_long_and_positives_are_n
 STUFFED = ["rest rest rest rest", "rest rest rest", PLAIN[2], PLAIN[6],
            "Drink water and hot soup, then sleep early tonight.", "Fluids and a long sleep help, and so does soup.",
            "Water, soup and sleep: the cold passes within a week.", "Sleep well and drink water often through the day."]
+
+
+def test_length_is_judged_against_positives_retrieved_from_the_semantic_index(memory):
+    crits_in = [llm("t/c0", "Explains the mechanism in depth.", 3), llm("t/c1", "Is accurate.", 2)]
+    responses = [_long(j) for j in range(4)] + [_short(j) for j in range(4)]
+    S = np.array([[1, 1, 1, 1, 0, 0, 0, 0], [1, 0, 1, 0, 1, 0, 1, 0]], float)
+    task = make_task("t", crits_in, None)
+    h = HarnessState.from_tasks([task, make_task("d", [llm("d/c0", "Explains the mechanism in depth.")])])
+    (ctx,) = Evolver().attribute(3, [Group(task, responses, S)], h, memory)
+    assert ctx.attribution.get("t/c0").label == SPURIOUS  # no positive anywhere: the long side looks gamed
+    # Another task's response that met the same criterion is just as long: length is part of the property.
+    donor = [_long(50 + j) for j in range(8)]
+    memory.append_step(3, [draw(3, "d", h.rubric_of("d"), donor, [[1, 0] * 4])])
+    (ctx,) = Evolver().attribute(4, [Group(task, responses, S)], h, memory)
+    a = ctx.attribution.get("t/c0")
+    assert a.label == AGREE and [d.task_id for d in ctx.donors["t/c0"]] == ["d"]
+    # A short donor positive confirms the flag, and the evidence names the donor row it was judged against.
+    short = [_short(50 + j) for j in range(8)]
+    memory.append_step(5, [draw(5, "e", [llm("e/c0", "Explains the mechanism in depth.")], short, [[1] * 8])])
+    memory.append_step(6, [draw(6, "d", h.rubric_of("d"), short, [[1] * 8])])
+    (ctx,) = Evolver().attribute(7, [Group(task, responses, S)], h, memory)
+    a = ctx.attribution.get("t/c0")
+    assert a.label == SPURIOUS and a.evidence.donor_rows
+    assert set(a.evidence.donor_rows) <= {d.row for d in ctx.donors["t/c0"]}
 
 
 def test_keyword_stuffing_degenerate_responses_meet_the_keyword():
