@@ -377,6 +377,13 @@ class RuleProposer:
               criterion_ids: Sequence[str], evidence_ids: Sequence[str], rationale: str, family: str, name: str,
               scale: float = 1.0) -> Candidate | None:
         actions = tuple(actions)
+        have = {(c.text, c.tags) for c in ctx.criteria} | {("", c.tags) for c in ctx.criteria if
+                                                            c.to_criterion().verifier == "rule"}
+        for a in actions:
+            # A check the task already has (same text and tags, or the same rule and kwargs) is not offered again.
+            if isinstance(a, (ops.CreateCriterion, ops.RewriteCriterion)) and a.tags is not None and (
+                    (a.text, tuple(a.tags)) in have or ("", tuple(a.tags)) in have):
+                return None
         try:
             new = self.transitions.apply(ctx.state, actions)
         except (ops.InvalidAction, ValueError):

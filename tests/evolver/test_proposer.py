@@ -205,6 +205,19 @@ def test_spurious_keyword_stuffing_gets_a_pitfall_that_fires_on_the_degenerate_r
     assert np.all(r_new[2:] == ctx.rewards[2:]) and np.all(r_new[:2] < ctx.rewards[:2])
 
 
+def test_a_pitfall_the_task_already_has_is_not_offered_again():
+    stuffed = ["rest rest rest rest", "rest rest rest", PLAIN[2], PLAIN[6],
+               "Drink water and hot soup, then sleep early tonight.", "Fluids and a long sleep help, and so does soup.",
+               "Water, soup and sleep: the cold passes within a week.", "Sleep well and drink water often today."]
+    ctx = context(responses=stuffed)
+    first = RuleProposer().propose(ctx, "rubric")
+    after = apply(ctx.state, first.actions)
+    S = np.vstack([ctx.S, regrade_with_rules(ctx.task, stuffed, [after.rubric_of("cold")[-1]])])
+    ctx2 = context(responses=stuffed, state=after, S=S)
+    assert ctx2.attribution.get("cold/c0").label == SPURIOUS  # the keyword still passes on the stuffed answers
+    assert all(v.family != "pitfall:short" or v.make(1.0) is None for v in RuleProposer().variants(ctx2, "rubric"))
+
+
 def test_repetition_pitfall_matches_repeated_words():
     assert rules.check("keywords:regex_match", {"pattern": REPEAT_PATTERN}, "rest, rest rest and water")
     assert not rules.check("keywords:regex_match", {"pattern": REPEAT_PATTERN}, "rest and rest and water")
