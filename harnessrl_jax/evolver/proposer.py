@@ -474,7 +474,9 @@ class RuleProposer:
             return []
         cap = int(state.guidance.cap)
         have = len(mounted)
-        for a in blind[:1]:  # the task's guidance addresses its heaviest blind criterion
+        for a in blind:  # the task's guidance addresses its heaviest blind criterion that can still get a field
+            if out:
+                break
             c = state.rubric_of(tid)[state.rubric.find(state.index(tid), a.criterion_id)]
             texts = {"criterion": paraphrase(c), "critique": critique(c, ctx.responses)}
             ref = self.reference_for(ctx, c)
@@ -488,7 +490,7 @@ class RuleProposer:
                 name = f"add {'+'.join(fields)} for {c.id}"
                 field_ev = ev + (list(ref[1]) if ref is not None and "reference" in fields else [])
 
-                def make(scale, fields=fields, name=name, field_ev=field_ev, c=c):
+                def make(scale, fields=fields, name=name, field_ev=field_ev, c=c, a=a, texts=texts):
                     acts = [ops.AddField(tid, f, texts[f], c.id) for f in FIELDS if f in fields]
                     return self._make(ctx, "guidance", acts, label=BLIND, criterion_ids=[c.id],
                                       evidence_ids=field_ev, family="guidance:add", name=name,

@@ -10,7 +10,7 @@ import pytest
 
 from evolver_testlib import draw, kw, make_task, regrade_with_rules, words_under
 from harnessrl_jax.evolver import (ACCEPTED, NOOP, REJECTED, Bands, Candidate, ColdStart, Critic, CriticHooks,
-                                   Evolver, EvolverConfig, Group, RuleProposer, task_slice)
+                                   Evolver, EvolverConfig, Group, task_slice)
 from harnessrl_jax.harness import AddField, HarnessState, apply
 from harnessrl_jax.memory import DrawRecord
 
