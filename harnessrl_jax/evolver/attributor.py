@@ -7,12 +7,14 @@ Three questions per criterion, each answered from evidence that is kept with the
   `agree`: single-step noise, no action.
 - Stage: is it mastered? Met by every rollout in the last `saturation_window` draws (this one included) ->
   `saturated`. When saturated criteria pull the task's discriminative mass (share of criteria that split the
-  group) below `task_mass_threshold`, the *task* is diagnosed saturated and routed to sampling. A saturated
+  group) below `task_mass_threshold`, and they outnumber the blind ones (a task out of reach is not a mastered
+  one), the *task* is diagnosed saturated and routed to sampling. A saturated
   criterion met through generic content (a disclaimer, a polite closing: its wording is generic, or the rule's
   match sits in a sentence nearly every response shares) is flagged `generic` for a second tightening.
 - Hacking: does meeting it track quality? Only for criteria that split the group: if only the satisfying side
   shares a surface feature -> `spurious`, routed to the rubric. Signals on the CPU (each with its numbers):
-  `length_gaming` (satisfying responses much longer / shorter than failing ones and than retrieved positives),
+  `length_gaming` (satisfying responses much longer / shorter than failing ones and than retrieved positives;
+  with no positive at all, not when the failing side is itself degenerate),
   `keyword_stuffing` (met by degenerate responses: very short, repeated tokens), `isolated` (met while the task's
   other criteria and the oracle-free quality proxies fail), `surface_compliance` / `sycophantic_refusal` (a
   compliance claim, flattery or refusal shared by the satisfying side only). An LLM check through the judge

@@ -113,7 +113,8 @@ class LogEntry:
                 "round": self.round, "label": self.label, "verdict": self.verdict, "reason": self.reason,
                 "criterion_ids": list(c.criterion_ids) if c else [],
                 "evidence_ids": list(c.evidence_ids) if c else [], "with_evidence": self.with_evidence,
-                "candidate": c.to_dict() if c else None, "deltas": m.deltas() if m else {},
+                "candidate": c.to_dict() if c else None,
+                "deltas": {k: (v if math.isfinite(v) else None) for k, v in (m.deltas() if m else {}).items()},
                 "measurement": m.to_dict() if m else None, "changes": dict(self.changes)}
 
     def action_records(self) -> list[ActionRecord]:
