@@ -688,11 +688,19 @@ OPS_DOC = {
                '"points": [P1, P2]}'),
 }
 
-PROPOSER_SCHEMA = {
-    "type": "object",
-    "properties": {"rationale": {"type": "string"},
-                   "actions": {"type": "array", "items": {"type": "object"}}},
-    "required": ["rationale", "actions"]}
+INTERFACE_OPS = {"sampling": ("downweight_task",), "guidance": ("add_field", "drop_field"),
+                 "rubric": ("create_criterion", "rewrite_criterion", "delete_criterion", "reweight_criterion",
+                            "merge_criteria", "split_criterion")}
+
+
+def proposer_schema(interface: str) -> dict:
+    """JSON schema of the proposer's answer: a rationale and actions whose `op` is one of the interface's (a
+    grammar-constrained server then cannot name another); the rest of each action is checked by `harness.ops`."""
+    action = {"type": "object", "properties": {"op": {"type": "string", "enum": list(INTERFACE_OPS[interface])}},
+              "required": ["op"]}
+    return {"type": "object",
+            "properties": {"rationale": {"type": "string"}, "actions": {"type": "array", "items": action}},
+            "required": ["rationale", "actions"]}
 
 
 def routed(ctx: TaskContext, interface: str, drop_pass_rate: float = 0.5) -> list[Attribution]:
@@ -735,7 +743,7 @@ class LLMProposer:
         if not targets:
             return None
         prompt = self.prompt(ctx, interface, targets, feedback)
-        out = self.client.complete(({"role": "user", "content": prompt},), PROPOSER_SCHEMA)
+        out = self.client.complete(({"role": "user", "content": prompt},), proposer_schema(interface))
         label = targets[0].label
         cids = tuple(a.criterion_id for a in targets)
         ev = tuple(e for a in targets for e in a.evidence.ids())

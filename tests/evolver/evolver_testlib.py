@@ -74,10 +74,11 @@ class FakeClient:
     """The judge protocol's `complete(messages, schema)`, answering from a list and recording the prompts."""
 
     def __init__(self, *answers):
-        self.answers, self.prompts = list(answers), []
+        self.answers, self.prompts, self.schemas = list(answers), [], []
 
     def complete(self, messages, schema, key=None):
         self.prompts.append(messages[-1]["content"])
+        self.schemas.append(schema)
         return Reply(self.answers.pop(0) if len(self.answers) > 1 else self.answers[0])
 
 

@@ -310,6 +310,9 @@ def test_llm_proposer_output_is_validated_into_typed_actions():
     assert cand.rationale == "fix it" and "cold/c2" in cand.criterion_ids
     prompt = client.prompts[0]
     assert "Mentions honey." in prompt and "add_field" in prompt and REF in prompt
+    # The schema lets a grammar-constrained server name only this interface's operations.
+    assert client.schemas[0]["properties"]["actions"]["items"]["properties"]["op"]["enum"] == ["add_field",
+                                                                                               "drop_field"]
     assert "{" + "evidence}" not in prompt and "(first round)" in prompt
 
 
