@@ -124,8 +124,8 @@ def test_trivial_response_fails_most_criteria():
         S_ref = np.array([[float(m)] for _, m in _rule_verdicts(t, t.reference, t.criteria)])
         r_bad, r_ref = rubric_reward(points, S_bad)[0], rubric_reward(points, S_ref)[0]
         assert r_ref == pytest.approx(100.0), t.id
-        assert r_bad < 50.0, (t.id, r_bad)  # at most a few easy bounds (length, no commas) hold for "OK."
-        assert sum(m for _, m in pos) < len(pos) / 2 + 1e-9 or sum(m for _, m in pos) <= 2, t.id
+        # Only a few easy bounds (a word limit, no commas) hold for "OK.": under half the positive weight.
+        assert r_bad < 50.0, (t.id, r_bad)
     assert met_count / total < 0.25
 
 
