@@ -54,10 +54,16 @@ def _model_overrides(config) -> dict[str, Any]:
 # model_name -> (config -> (model config, params, tokenizer)); any other name goes to load_pretrained.
 MODELS: dict[str, Callable] = {"tiny": _tiny_model}
 
+def _toy_tasks(task_config) -> list[Task]:
+    from harnessrl_jax import toy
+
+    return toy.letter_tasks(task_config.letters, tuple(task_config.thresholds))
+
+
+# tasks.source -> (config.tasks -> tasks).
 TASK_SOURCES: dict[str, Callable[[Any], list[Task]]] = {
-    "toy": lambda tc: __import__("harnessrl_jax.toy", fromlist=["letter_tasks"]).letter_tasks(
-        tc.letters, tuple(tc.thresholds)),
-    "jsonl": lambda tc: load_tasks(tc.path),
+    "toy": _toy_tasks,
+    "jsonl": lambda task_config: load_tasks(task_config.path),
 }
 
 

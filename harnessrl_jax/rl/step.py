@@ -29,7 +29,7 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from harnessrl_jax.models.llama import ModelConfig, Params, forward
+from harnessrl_jax.models.llama import ModelConfig, Params, forward, param_shapes
 from harnessrl_jax.models.sharding import BATCH_SPEC, partition_specs
 from harnessrl_jax.rl import grpo
 from harnessrl_jax.rl.batch import TrainBatch
@@ -100,9 +100,7 @@ class Trainer:
 
     def state_shardings(self) -> TrainState:
         """NamedShardings of the train state: optimiser moments shard like the params they follow."""
-        params_shape = jax.eval_shape(
-            lambda: jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), self.abstract_params()))
-        opt_shape = jax.eval_shape(self.optimizer.init, params_shape)
+        opt_shape = jax.eval_shape(self.optimizer.init, self.abstract_params())
         opt_specs = optax.tree_utils.tree_map_params(
             self.optimizer, lambda _, spec: spec, opt_shape, self.param_specs,
             transform_non_params=lambda _: P(), is_leaf=_is_spec)
@@ -110,7 +108,6 @@ class Trainer:
 
     def abstract_params(self) -> Params:
         """ShapeDtypeStructs (with shardings) of the float32 params."""
-        from harnessrl_jax.models.llama import param_shapes
         return jax.tree.map(lambda shape, sh: jax.ShapeDtypeStruct(shape, jnp.float32, sharding=sh),
                             param_shapes(self.model_config), self.param_shardings,
                             is_leaf=lambda x: isinstance(x, tuple))
@@ -248,8 +245,14 @@ class Trainer:
 
 
 def to_host(tree):
-    """Replicated global arrays (e.g. step metrics) as numpy, also when they span processes."""
-    return jax.tree.map(lambda x: np.asarray(x.addressable_shards[0].data) if isinstance(x, jax.Array) else x, tree)
+    """Replicated global arrays (step metrics, the step counter, the key) as numpy, also across processes."""
+    def one(x):
+        if not isinstance(x, jax.Array):
+            return x
+        if not x.sharding.is_fully_replicated:
+            raise ValueError(f"to_host takes replicated arrays; this one is sharded as {x.sharding}")
+        return np.asarray(x.addressable_shards[0].data)
+    return jax.tree.map(one, tree)
 
 
 def metrics_to_host(metrics) -> dict[str, float]:

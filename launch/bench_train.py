@@ -1,0 +1,200 @@
+"""Throughput of one GRPO update (forward, backward, optimiser) in JAX against the same update in PyTorch.
+
+    python launch/bench_train.py [--batch=16] [--seq=128] [--repeats=3]
+
+Both sides run SmolLM2-135M-Instruct in float32 on the CPU from the same GGUF weights: the JAX side is this
+project's sharded train step (rl/step.py, one device, no reference forward since kl_coef = 0); the PyTorch side is
+transformers' model with the loss TRL's GRPOTrainer computes (selective log-softmax at the sampling temperature,
+ratio against detached logprobs, clipped surrogate, token mean) then clip_grad_norm_ and torch.optim.AdamW. Runs
+alternate between the two so machine load hits both alike; the best of the repeats is reported. Achieved FLOP/s counts matmul
+FLOPs analytically (forward + backward = 3 x forward) and is compared with a large float32 matmul's rate measured in
+the same run. A breakdown of the JAX update (forward, forward + backward, whole step) shows where time goes.
+Keep other work off the machine while it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+from absl import app, flags  # noqa: E402
+
+flags.DEFINE_integer("batch", 16, "Sequences per update.")
+flags.DEFINE_integer("seq", 128, "Tokens per sequence.")
+flags.DEFINE_integer("prompt", 32, "Leading prompt tokens per sequence (no loss on them).")
+flags.DEFINE_integer("repeats", 3, "Timed updates per implementation (the best is reported).")
+flags.DEFINE_integer("micro_batches", 1, "JAX micro-batches per update.")
+flags.DEFINE_string("compute_dtype", "float32", "JAX compute dtype (float32 | bfloat16).")
+flags.DEFINE_bool("torch", True, "Also time the PyTorch update.")
+FLAGS = flags.FLAGS
+
+TEMPERATURE, CLIP = 1.0, 0.2
+
+
+def matmul_rate(n: int = 2048, repeats: int = 5) -> float:
+    """Float32 FLOP/s of a large jitted matmul: this machine's practical peak."""
+    import jax
+    import jax.numpy as jnp
+
+    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
+    b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32)
+    mm = jax.jit(lambda a, b: a @ b)
+    mm(a, b).block_until_ready()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        mm(a, b).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return 2 * n**3 / min(times)
+
+
+def make_batch(vocab: int, rng):
+    """Random tokens, a prompt/completion split, signed advantages: the shapes of a GRPO batch."""
+    import numpy as np
+
+    from harnessrl_jax.rl.batch import TrainBatch
+
+    b, t = FLAGS.batch, FLAGS.seq
+    tokens = rng.integers(0, vocab, (b, t)).astype(np.int32)
+    loss_mask = np.zeros((b, t), bool)
+    loss_mask[:, FLAGS.prompt - 1:t - 1] = True
+    targets = np.concatenate([tokens[:, 1:], np.zeros((b, 1), np.int32)], axis=1)
+    return TrainBatch(tokens=tokens, attention_mask=np.ones((b, t), bool), targets=targets, loss_mask=loss_mask,
+                      engine_logprobs=np.where(loss_mask, -3.0, 0.0).astype(np.float32),
+                      advantages=rng.standard_normal(b).astype(np.float32), weights=np.ones(b, np.float32))
+
+
+class JaxUpdate:
+    """This project's train step, plus the forward and forward+backward alone for the breakdown."""
+
+    def __init__(self, config, params, batch):
+        import jax
+
+        from harnessrl_jax.models import forward
+        from harnessrl_jax.models.sharding import make_mesh
+        from harnessrl_jax.rl.optim import make_optimizer
+        from harnessrl_jax.rl.step import LossSettings, Trainer
+
+        config = config.replace(compute_dtype=FLAGS.compute_dtype)
+        optimizer, schedule = make_optimizer(dict(lr=1e-6, max_grad_norm=1.0))
+        self.trainer = Trainer(config, optimizer, make_mesh(1, 1, 1, devices=jax.devices()[:1]),
+                               LossSettings(kl_coef=0.0, clip_low=CLIP, clip_high=CLIP, temperature=TEMPERATURE),
+                               schedule=schedule, micro_batches=FLAGS.micro_batches)
+        self.state = self.trainer.init_state(params, jax.random.PRNGKey(0))
+        self.batch = self.trainer.put_batch(batch)
+        self._forward = jax.jit(lambda p, b: forward(config, p, b.tokens, b.attention_mask))
+        grad = jax.value_and_grad(self.trainer._microbatch_loss, has_aux=True)
+        self._grad = jax.jit(lambda p, b: grad(p, None, b))
+
+    def step(self):
+        self.state, metrics = self.trainer.step(self.state, self.batch)
+        metrics["loss"].block_until_ready()
+
+    def forward(self):
+        self._forward(self.state.params, self.batch).block_until_ready()
+
+    def forward_backward(self):
+        import jax
+        jax.block_until_ready(self._grad(self.state.params, self.batch))
+
+
+class TorchUpdate:
+    """The same update on transformers' model, as TRL's GRPOTrainer computes it (num_iterations = 1, beta = 0)."""
+
+    def __init__(self, batch):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from harnessrl_jax.models.presets import smollm2_gguf_path
+
+        path = smollm2_gguf_path()
+        self.torch = torch
+        self.model = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
+                                                          dtype=torch.float32)
+        self.model.train()
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-6, weight_decay=0.0)
+        self.ids = torch.from_numpy(batch.tokens.astype("int64"))
+        self.attention = torch.from_numpy(batch.attention_mask.astype("int64"))
+        self.mask = torch.from_numpy(batch.loss_mask[:, :-1].astype("float32"))
+        self.advantages = torch.from_numpy(batch.advantages)[:, None]
+
+    def step(self):
+        torch = self.torch
+        logits = self.model(input_ids=self.ids, attention_mask=self.attention).logits[:, :-1] / TEMPERATURE
+        targets = self.ids[:, 1:]
+        # TRL's selective_log_softmax: gather, then subtract a per-row logsumexp (saves a [B, T, V] log_softmax).
+        logp = torch.stack([torch.gather(row, -1, t[:, None])[:, 0] - torch.logsumexp(row, dim=-1)
+                            for row, t in zip(logits, targets)])
+        ratio = torch.exp(logp - logp.detach())
+        loss = -torch.min(ratio * self.advantages, torch.clamp(ratio, 1 - CLIP, 1 + CLIP) * self.advantages)
+        loss = (loss * self.mask).sum() / self.mask.sum()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def _time(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main(argv):
+    del argv
+    import numpy as np
+
+    from harnessrl_jax.models import load_pretrained
+    from harnessrl_jax.models.llama import forward_flops
+
+    config, params, _ = load_pretrained("smollm2-135m-instruct")
+    batch = make_batch(config.vocab_size, np.random.default_rng(0))
+    tokens = FLAGS.batch * FLAGS.seq
+    flops = 3 * forward_flops(config, FLAGS.batch, FLAGS.seq)
+
+    print(f"compiling the JAX update ({FLAGS.batch} x {FLAGS.seq} tokens) ...", flush=True)
+    jax_update = JaxUpdate(config, params, batch)
+    compile_s = _time(jax_update.step)
+    torch_update = TorchUpdate(batch) if FLAGS.torch else None
+    if torch_update:
+        torch_update.step()  # warm-up: allocator, thread pool
+    times = {"jax": [], "torch": []}
+    for i in range(FLAGS.repeats):
+        times["jax"].append(_time(jax_update.step))
+        if torch_update:
+            times["torch"].append(_time(torch_update.step))
+        print(f"repeat {i + 1}/{FLAGS.repeats}: jax {times['jax'][-1]:.2f}s"
+              + (f", torch {times['torch'][-1]:.2f}s" if torch_update else ""), flush=True)
+
+    jax_update.forward(), jax_update.forward_backward()  # compile both
+    breakdown = {name: min(_time(fn) for _ in range(FLAGS.repeats))
+                 for name, fn in (("forward", jax_update.forward), ("forward+backward", jax_update.forward_backward))}
+    peak = matmul_rate()
+
+    import jax
+    import torch
+    import transformers
+    print(f"\nOne GRPO update, SmolLM2-135M-Instruct, {FLAGS.batch} x {FLAGS.seq} tokens, CPU ({os.cpu_count()} cores); "
+          f"jax {jax.__version__} ({FLAGS.compute_dtype}), torch {torch.__version__} + transformers "
+          f"{transformers.__version__} (float32); {flops / 1e12:.2f} TFLOP per update (3 x forward, matmuls); "
+          f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s (2048^3, jitted)")
+    print("| implementation | s / update | tokens/s | GFLOP/s | share of matmul peak |")
+    print("|---|---|---|---|---|")
+    for name, label in (("jax", "JAX (rl/step.py)"), ("torch", "PyTorch (transformers, TRL's loss)")):
+        if times[name]:
+            s = min(times[name])
+            print(f"| {label} | {s:.2f} | {tokens / s:.0f} | {flops / s / 1e9:.1f} | {flops / s / peak:.0%} |")
+    if times["torch"]:
+        print(f"\nJAX / PyTorch speed: {min(times['torch']) / min(times['jax']):.2f}x; "
+              f"first JAX call (compile + run) {compile_s:.1f}s")
+    step_s = min(times["jax"])
+    fwd, fb = breakdown["forward"], breakdown["forward+backward"]
+    print(f"JAX breakdown: forward (logits) {fwd:.2f}s ({flops / 3 / fwd / 1e9:.1f} GFLOP/s), forward+backward "
+          f"with the loss {fb:.2f}s ({flops / fb / 1e9:.1f} GFLOP/s), clip + AdamW + metrics {step_s - fb:.2f}s")
+
+
+if __name__ == "__main__":
+    app.run(main)
