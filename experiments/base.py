@@ -18,8 +18,9 @@ def get_config(arg=None):
     c.model_name = "smollm2-135m-instruct"
     c.model = dict(compute_dtype="float32", remat=False, init_std=0.02)
 
-    # Tasks: "jsonl" reads tasks.path with rubric.schema.load_tasks; "toy" builds the letter tasks in code.
-    c.tasks = dict(source="jsonl", path="", letters="q", thresholds=(1, 3))
+    # Tasks: "bundled" reads a set shipped with the package (harnessrl_jax/data/<name>/<split>.jsonl), "jsonl"
+    # any task file (rubric.schema.load_tasks), "toy" builds the letter tasks in code.
+    c.tasks = dict(source="bundled", name="mini", split="train", path="", letters="q", thresholds=(1, 3))
 
     # Rollouts (HarnessRL: 512 tasks x J = 8 per step, temperature 1.0).
     c.tasks_per_step = 512

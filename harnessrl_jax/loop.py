@@ -60,10 +60,17 @@ def _toy_tasks(task_config) -> list[Task]:
     return toy.letter_tasks(task_config.letters, tuple(task_config.thresholds))
 
 
+def _bundled_tasks(task_config) -> list[Task]:
+    from harnessrl_jax import data
+
+    return data.load_split(task_config.name, task_config.split)
+
+
 # tasks.source -> (config.tasks -> tasks).
 TASK_SOURCES: dict[str, Callable[[Any], list[Task]]] = {
-    "toy": _toy_tasks,
+    "bundled": _bundled_tasks,  # a set shipped in harnessrl_jax/data (tasks.name, tasks.split)
     "jsonl": lambda task_config: load_tasks(task_config.path),
+    "toy": _toy_tasks,
 }
 
 
@@ -137,7 +144,8 @@ def setup(config) -> Run:
                     config.get("mini_batches", 1) * config.micro_batches * trainer.data_parallel)
     seq_len = round_up(config.max_prompt_len + config.max_new_tokens, 8)
     logging.info("model %s (%.1fM params, compute %s), %d tasks, mesh %s, batch %d x %d tokens",
-                 config.model_name, model_config.num_params() / 1e6, model_config.compute_dtype, len(kept),
+                 config.model_name, sum(np.size(p) for p in jax.tree.leaves(params)) / 1e6,
+                 model_config.compute_dtype, len(kept),
                  dict(mesh.shape), rows, seq_len)
     return Run(config, trainer.model_config, tokenizer, kept, trainer, engine, ref_params, params, seq_len, rows)
 

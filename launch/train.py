@@ -96,7 +96,7 @@ class Progress:
         recent = self.times[1:][-20:] or self.times
         per_step = sum(recent) / len(recent)
         eta = time.strftime("%H:%M:%S", time.gmtime(per_step * (self.last - step)))
-        logging.info("step %d/%d | reward %.2f | loss %.4f | kl %.4f | entropy %.3f | gap %.2e | %.2f s/step "
+        logging.info("step %d/%d | reward %.2f | loss %.4f | kl %.2e | entropy %.3f | gap %.2e | %.2f s/step "
                      "(rollout %.2f, reward %.2f, train %.2f) | ETA %s", step, self.last,
                      metrics["reward/mean"], metrics["train/loss"], metrics["train/kl"], metrics["train/entropy"],
                      metrics.get("train/engine_gap", float("nan")), per_step, metrics["time/rollout"],

@@ -52,17 +52,16 @@ def test_tiny_model_learns_the_toy_rule_task(tmp_path):
 
 
 def test_missing_task_file_is_a_clear_error(tmp_path):
-    cmd = [sys.executable, os.path.join(REPO, "launch", "train.py"), "--config=experiments/smollm2_cpu.py",
-           f"--workdir={tmp_path}"]
+    cmd = [sys.executable, os.path.join(REPO, "launch", "train.py"), "--config=experiments/tiny_cpu.py",
+           "--config.tasks.source=jsonl", f"--workdir={tmp_path}"]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode != 0 and "config.tasks.path is empty" in out.stderr
 
 
 @pytest.mark.slow
 def test_smollm2_cpu_config_runs_a_step(tmp_path):
-    """The `make demo` config on the real model, for one step (with the toy tasks: no task file needed)."""
+    """The `make demo` config (the real model on the bundled mini set) for one step."""
     workdir = str(tmp_path / "run")
-    run_train(workdir, "--config=experiments/smollm2_cpu.py", "--config.tasks.source=toy",
-              "--config.total_steps=1", timeout=900)
+    run_train(workdir, "--config=experiments/smollm2_cpu.py", "--config.total_steps=1", timeout=900)
     (m,) = read_metrics(workdir)
     assert m["train/engine_gap"] < 1e-3 and m["rollout/length_mean"] > 0
