@@ -11,7 +11,7 @@ def get_config(arg=None):
     del arg
     c = ml_collections.ConfigDict()
     c.seed = 0
-    c.method = "grpo"  # harnessrl_jax.loop.METHODS
+    c.method = "grpo"  # harnessrl_jax.methods: grpo (every interface frozen) | harnessrl
     c.total_steps = 500  # HarnessRL: 500 GRPO steps
 
     # Policy: a preset name or path for load_pretrained, or "tiny" (random, character vocabulary).
@@ -43,6 +43,31 @@ def get_config(arg=None):
 
     # Mesh over all devices (num_devices 0) or the first num_devices; -1 takes what the others leave.
     c.mesh = dict(data=1, fsdp=-1, tensor=1, num_devices=0)
+
+    # The harness (method=harnessrl); ignored by grpo. Ablations: no_critic (every valid candidate accepted
+    # unmeasured), no_memory (no time or semantic index), only_guidance / only_rubric (the other interfaces frozen).
+    c.harness = dict(
+        no_critic=False, no_memory=False, only_guidance=False, only_rubric=False,
+        # 'guided': the loss sees the prompt the rollout was sampled in (the guidance fields included);
+        # 'bare': the completion is re-packed after the bare prompt (RuscaRL), so train/engine_gap then measures
+        # the context shift between the two.
+        loss_context="guided",
+        # 'before': this step's advantages use the rubric the rollouts were graded with; 'after': regrade them with
+        # the rubric the critic accepted this step before the train step.
+        advantages_rubric="before",
+        cold_start="",  # path of a cold_start.json (bands, task-saturation threshold); "" = the values below
+        guidance_band=(10.2, 28.0), rubric_band=(3.1, 28.0),  # the paper's calibrated bands, reward points
+        sampling_gate="previous",  # critic condition (iv): 'previous' (paper) | 'current' | 'off'
+        rounds=3,  # B
+        embedder="default",  # semantic index: the bundled MiniLM ("default"), a local model path, or "" (none)
+        max_guidance_tokens=256,  # prompt budget for mounted fields; a draw over it is rendered bare (counted)
+    )
+    # Judge for criteria not tagged verifier:rule. With no base_url they are dropped from the training rubric at
+    # start-up (the count is logged and in metrics as judge/dropped_llm_criteria); with one, they go to an
+    # OpenAI-compatible server (SGLang, vLLM, llama.cpp). Rule criteria always go to the rule checkers.
+    c.judge = dict(base_url="", model="", api_key_env="", structured_output="json_schema")
+
+    c.report = True  # write report.html (launch/report.py) into the run directory at the end
 
     c.checkpoint = dict(every=50, max_to_keep=3, async_save=True)
     return c

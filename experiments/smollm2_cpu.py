@@ -1,6 +1,9 @@
 """SmolLM2-135M-Instruct with plain GRPO on the bundled mini set, on the CPU: short generations (`make demo`).
 
     python launch/train.py --config=experiments/smollm2_cpu.py --workdir=/tmp/smollm2_cpu
+    python launch/train.py --config=experiments/smollm2_cpu.py:harness --workdir=runs/demo   # what `make demo` runs
+
+`:harness` is HarnessRL (method=harnessrl) with the bundled MiniLM embedder for the memory's semantic index.
 
 Only `verifier:rule` criteria are scored (no LLM judge on the CPU default); the others count as not judged. Other
 tasks: `--config.tasks.source=jsonl --config.tasks.path=FILE.jsonl`. Needs the GGUF weights:
@@ -28,4 +31,9 @@ def get_config(arg=None):
     c.micro_batches = 2  # 8 rows of 176 tokens: two slices keep the [rows, T, 49152] logits small
     c.mesh.num_devices = 1
     c.checkpoint.every = 5
+    if arg == "harness":
+        c.method = "harnessrl"
+        c.harness.max_guidance_tokens = 192  # a <criterion> and a <reference> of a few sentences
+    elif arg:
+        raise ValueError(f"unknown variant {arg!r}; known: harness")
     return c

@@ -1,6 +1,12 @@
 """Tiny random model learning a toy rule task on the CPU; seconds per step.
 
     python launch/train.py --config=experiments/tiny_cpu.py --workdir=/tmp/tiny_cpu
+    python launch/train.py --config=experiments/tiny_cpu.py:harness --workdir=/tmp/tiny_harness
+
+`:harness` runs HarnessRL on `toy.harness_tasks()` (a varying, a saturated and a blind criterion), with the record
+store as memory (no embedding model), so every evolver path runs in seconds: guidance for the blind word is
+measured and rejected (the random policy cannot use it), the saturated task is down-weighted once its previous
+record shows saturation.
 
 A 2-layer model over a 48-character vocabulary (harnessrl_jax.toy) is asked "say q"; its rubric gives a point
 for at least one 'q' and a point for at least three in 8 tokens. Reward starts near 0.1 of the maximum (uniform
@@ -28,4 +34,13 @@ def get_config(arg=None):
     c.optim.lr = 3e-3
     c.mesh.num_devices = 1
     c.checkpoint.every = 10
+    if arg == "harness":
+        c.method = "harnessrl"
+        c.total_steps = 6
+        c.tasks.source = "toy_harness"
+        c.tasks_per_step = 2
+        c.harness.embedder = ""  # the time index only: no embedding model in the fast tests
+        c.harness.max_guidance_tokens = 96
+    elif arg:
+        raise ValueError(f"unknown variant {arg!r}; known: harness")
     return c

@@ -8,9 +8,10 @@
     state      = train_on_rollouts(...)         the sharded step (rl/step.py)
     engine.update_weights(state.params)
 
-Each stage is its own function so the harness (issue 5 and 6) can swap `sample_tasks`, `render_prompts` and
-the scoring, and insert memory, attributor, proposer and critic between scoring and training. `setup` builds the
-parts a config names; `grpo_step` runs one step; launch/train.py owns the loop, logging and checkpoints.
+Each stage is its own function so a method can swap `sample_tasks`, `render_prompts` and the scoring, and insert
+memory, attributor, proposer and critic between scoring and training: `harnessrl_jax.methods.harnessrl` does (the
+full step of DESIGN.md). `setup` builds the parts a config names; `grpo_step` runs one plain GRPO step;
+`harnessrl_jax.methods` maps config.method to a method; launch/train.py owns the loop, logging and checkpoints.
 """
 
 from __future__ import annotations
@@ -66,11 +67,18 @@ def _bundled_tasks(task_config) -> list[Task]:
     return data.load_split(task_config.name, task_config.split)
 
 
+def _toy_harness_tasks(task_config) -> list[Task]:
+    from harnessrl_jax import toy
+
+    return toy.harness_tasks()
+
+
 # tasks.source -> (config.tasks -> tasks).
 TASK_SOURCES: dict[str, Callable[[Any], list[Task]]] = {
     "bundled": _bundled_tasks,  # a set shipped in harnessrl_jax/data (tasks.name, tasks.split)
     "jsonl": lambda task_config: load_tasks(task_config.path),
     "toy": _toy_tasks,
+    "toy_harness": _toy_harness_tasks,  # tasks that exercise every evolver path on a random model (tests)
 }
 
 
@@ -142,12 +150,17 @@ def setup(config) -> Run:
     engine = JaxEngine(trainer.model_config, params, tokenizer)
     rows = round_up(config.tasks_per_step * config.num_generations,
                     config.get("mini_batches", 1) * config.micro_batches * trainer.data_parallel)
-    seq_len = round_up(config.max_prompt_len + config.max_new_tokens, 8)
+    seq_len = round_up(config.max_prompt_len + guidance_budget(config) + config.max_new_tokens, 8)
     logging.info("model %s (%.1fM params, compute %s), %d tasks, mesh %s, batch %d x %d tokens",
                  config.model_name, sum(np.size(p) for p in jax.tree.leaves(params)) / 1e6,
                  model_config.compute_dtype, len(kept),
                  dict(mesh.shape), rows, seq_len)
     return Run(config, trainer.model_config, tokenizer, kept, trainer, engine, ref_params, params, seq_len, rows)
+
+
+def guidance_budget(config) -> int:
+    """Prompt tokens kept free for mounted guidance fields: 0 for plain GRPO (nothing is ever mounted)."""
+    return int(config.harness.max_guidance_tokens) if config.method != "grpo" and "harness" in config else 0
 
 
 def _loss_config(config) -> dict[str, Any]:
@@ -295,6 +308,47 @@ def step_seed(state: TrainState, step: int) -> int:
     return int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
 
 
+def oracle_agreement(rewards: np.ndarray, oracle: np.ndarray) -> tuple[int, int]:
+    """(agreeing, separated) rollout pairs within each group: among pairs whose oracle scores differ, those whose
+    training rewards order them the same way (a tie in reward does not agree). rewards, oracle: [T, J]."""
+    agree = separated = 0
+    for r, o in zip(np.asarray(rewards, np.float64), np.asarray(oracle, np.float64)):
+        ok = ~(np.isnan(r) | np.isnan(o))
+        r, o = r[ok], o[ok]
+        do = np.sign(o[:, None] - o[None, :])
+        dr = np.sign(r[:, None] - r[None, :])
+        upper = np.triu(np.ones_like(do, bool), 1) & (do != 0)
+        separated += int(upper.sum())
+        agree += int((upper & (dr == do)).sum())
+    return agree, separated
+
+
+def oracle_scores(tasks: Sequence[Task], responses: Sequence[Sequence[str]]) -> np.ndarray:
+    """[T, J] oracle score of each rollout: its task's `oracle_criteria`, rule criteria only (analysis, never
+    training); NaN for a task without rule oracle criteria."""
+    from harnessrl_jax.rubric.judges import RuleJudge
+
+    judge = RuleJudge()
+    out = np.full((len(tasks), len(responses[0]) if responses else 0), np.nan)
+    for i, (task, rs) in enumerate(zip(tasks, responses)):
+        crits = [c for c in task.oracle_criteria if c.verifier == "rule"]
+        if crits and any(c.points > 0 for c in crits):
+            S = judge.score(task, list(rs), crits).verdicts
+            out[i] = rubric_reward(np.array([c.points for c in crits]), S)
+    return out
+
+
+def oracle_metrics(tasks: Sequence[Task], responses: Sequence[Sequence[str]], rewards: np.ndarray
+                   ) -> dict[str, float]:
+    """oracle/score_mean and oracle/agreement (rollout-pair agreement of reward and oracle orderings)."""
+    oracle = oracle_scores(tasks, responses)
+    agree, separated = oracle_agreement(rewards, oracle)
+    valid = oracle[~np.isnan(oracle)]
+    return {"oracle/score_mean": float(valid.mean()) if valid.size else float("nan"),
+            "oracle/agreement": agree / separated if separated else float("nan"),
+            "oracle/separated_pairs": float(separated)}
+
+
 # ------------------------------------------------------------------------------------------------ the step
 
 
@@ -311,7 +365,10 @@ def grpo_step(run: Run, state: TrainState, position: DataPosition, step: int):
     start = time.perf_counter()
     _, rewards, reward_metrics = score_rollouts(tasks, rollouts, config.num_generations)
     advantages, adv_metrics = compute_advantages(rewards, config.advantage)
+    responses = np.asarray(rollouts.texts, dtype=object).reshape(len(tasks), config.num_generations)
+    reward_metrics.update(oracle_metrics(tasks, responses, rewards))
     timings["time/reward"] = time.perf_counter() - start
+    timings["time/judge"] = timings["time/reward"]
 
     start = time.perf_counter()
     state, train_metrics = train_on_rollouts(run, state, rollouts, advantages, u)
@@ -324,6 +381,3 @@ def grpo_step(run: Run, state: TrainState, position: DataPosition, step: int):
     }
     return state, position, {**reward_metrics, **adv_metrics, **rollout_metrics, **train_metrics, **timings}
 
-
-# config.method -> step function; the harness methods register here.
-METHODS: dict[str, Callable] = {"grpo": grpo_step}

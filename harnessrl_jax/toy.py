@@ -50,3 +50,39 @@ def letter_tasks(letters: str = "q", thresholds: tuple[int, ...] = (1, 3)) -> li
         tasks.append(Task(id=f"letter-{letter}", domain="toy",
                           prompt=({"role": "user", "content": f"say {letter}"},), criteria=criteria))
     return tasks
+
+
+def _rule(cid: str, text: str, points: float, rule_id: str, kwargs: dict) -> Criterion:
+    return Criterion(id=cid, text=text, points=points,
+                     tags=("verifier:rule", f"rule:{rule_id}", "rule_kwargs:" + json.dumps(kwargs)))
+
+
+def harness_tasks() -> list[Task]:
+    """Letter tasks whose criteria put every evolver path to work on a random character model (HarnessRL tests):
+
+    - `say-q`: the letter q at least once (varies within a group: ~15% of 8 random characters) and a word limit
+      every response meets (saturated after two draws, so the task is down-weighted and the limit tightened);
+    - `say-honey`: the word "honey" (blind: 8 random characters never spell it, so guidance is proposed and, since
+      the frozen random policy cannot use it, measured at delta_g = 0 and rejected) and the same word limit.
+    Oracle rubrics (analysis only) ask for two q's and for the word.
+    """
+    limit = dict(num_words=50, relation="less than")
+    return [
+        Task(id="say-q", domain="toy", prompt=({"role": "user", "content": "say q"},),
+             criteria=(_rule("say-q/q", "The letter 'q' appears at least once.", 2.0, "keywords:letter_frequency",
+                             dict(letter="q", let_frequency=1, let_relation="at least")),
+                       _rule("say-q/short", "The response is under 50 words.", 1.0,
+                             "length_constraints:number_words", limit)),
+             oracle_criteria=(_rule("say-q/o-qq", "The letter 'q' appears at least twice.", 1.0,
+                                    "keywords:letter_frequency", dict(letter="q", let_frequency=2,
+                                                                      let_relation="at least")),)),
+        Task(id="say-honey", domain="toy", prompt=({"role": "user", "content": "say honey"},),
+             criteria=(_rule("say-honey/word", "The response says honey.", 2.0, "keywords:existence",
+                             dict(keywords=["honey"])),
+                       _rule("say-honey/short", "The response is under 50 words.", 1.0,
+                             "length_constraints:number_words", limit)),
+             reference="honey",
+             oracle_criteria=(_rule("say-honey/o-h", "The response contains the letter h.", 1.0,
+                                    "keywords:letter_frequency", dict(letter="h", let_frequency=1,
+                                                                      let_relation="at least")),)),
+    ]

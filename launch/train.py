@@ -3,9 +3,11 @@
     python launch/train.py --config=experiments/<name>.py [--config.key=value ...] --workdir=DIR
 
 Writes under DIR: `config.json`, `metrics.jsonl` (one JSON object per step, with step time by stage),
-`harness.jsonl` (the harness's proposed actions; empty for plain GRPO, whose harness is frozen) and
-`checkpoints/` (orbax). Restarted with the same workdir it resumes from the latest checkpoint and continues exactly
-as if it had not stopped. `report.html` is left to launch/report.py (not written yet).
+`harness.jsonl` (every candidate the harness evolver measured, with label, deltas and verdict; empty for plain
+GRPO, whose harness is frozen), `checkpoints/` (orbax; the method's state, e.g. the harness and the memory
+positions, in the `extra` slot), `memory/` (harnessrl) and, at the end, `report.html` (launch/report.py).
+Restarted with the same workdir it resumes from the latest checkpoint and continues exactly as if it had not
+stopped.
 
 Multi-host: start one process per host with --coordinator_address=HOST:PORT --num_processes=N --process_id=i (or
 the JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID variables); the mesh then spans every process.
@@ -85,6 +87,28 @@ class MetricsLog:
                 f.write(json.dumps({"step": step, **metrics}) + "\n")
 
 
+class HarnessLog:
+    """harness.jsonl (process 0): the step's candidates, one JSON object each. On resume, lines of steps at or after
+    the checkpoint's are dropped (their `step` is the 0-based step that proposed them)."""
+
+    def __init__(self, workdir: str, resume_step: int):
+        self.path = os.path.join(workdir, "harness.jsonl")
+        self.enabled = jax.process_index() == 0
+        if not self.enabled:
+            return
+        kept = []
+        if os.path.exists(self.path):
+            with open(self.path) as f:
+                kept = [line for line in f if line.strip() and json.loads(line)["step"] < resume_step]
+        with open(self.path, "w") as f:
+            f.writelines(kept)
+
+    def write(self, records) -> None:
+        if self.enabled and records:
+            with open(self.path, "a") as f:
+                f.writelines(json.dumps(r) + "\n" for r in records)
+
+
 class Progress:
     """One log line per step: key metrics, seconds per step (the first, compiling step excluded) and the ETA."""
 
@@ -96,11 +120,17 @@ class Progress:
         recent = self.times[1:][-20:] or self.times
         per_step = sum(recent) / len(recent)
         eta = time.strftime("%H:%M:%S", time.gmtime(per_step * (self.last - step)))
-        logging.info("step %d/%d | reward %.2f | loss %.4f | kl %.2e | entropy %.3f | gap %.2e | %.2f s/step "
-                     "(rollout %.2f, reward %.2f, train %.2f) | ETA %s", step, self.last,
-                     metrics["reward/mean"], metrics["train/loss"], metrics["train/kl"], metrics["train/entropy"],
-                     metrics.get("train/engine_gap", float("nan")), per_step, metrics["time/rollout"],
-                     metrics["time/reward"], metrics["time/train"], eta)
+        harness = ""
+        if "critic/candidates" in metrics:
+            harness = (f" | harness: {metrics['critic/accepted']:.0f}/{metrics['critic/candidates']:.0f} accepted, "
+                       f"guidance {metrics['guidance/fields_per_task']:.2f}/task, down-weighted "
+                       f"{metrics['sampling/downweighted_share']:.2f} (evolver {metrics['time/evolver']:.2f}s, "
+                       f"critic {metrics['time/critic']:.2f}s)")
+        logging.info("step %d/%d | reward %.2f | oracle %.2f | loss %.4f | kl %.2e | entropy %.3f | gap %.2e | "
+                     "%.2f s/step (rollout %.2f, reward %.2f, train %.2f)%s | ETA %s", step, self.last,
+                     metrics["reward/mean"], metrics.get("oracle/score_mean", float("nan")), metrics["train/loss"],
+                     metrics["train/kl"], metrics["train/entropy"], metrics.get("train/engine_gap", float("nan")),
+                     per_step, metrics["time/rollout"], metrics["time/reward"], metrics["time/train"], harness, eta)
 
 
 # ------------------------------------------------------------------------------------------------- main
@@ -109,50 +139,60 @@ class Progress:
 def train(config, workdir: str, stop_after: int | None = None) -> str:
     """Run (or resume) `config` in `workdir` until config.total_steps, or `stop_after` steps; returns workdir."""
     from harnessrl_jax import loop
+    from harnessrl_jax.methods import get_method
     from harnessrl_jax.rl.checkpoint import Checkpointer
     from harnessrl_jax.rl.step import to_host
 
     # --- set-up
     os.makedirs(workdir, exist_ok=True)
     run = loop.setup(config)
-    step_fn = loop.METHODS[config.method]
+    method = get_method(config.method)(run, workdir)
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), max_to_keep=config.checkpoint.max_to_keep,
                         save_every=config.checkpoint.every, async_save=config.checkpoint.async_save)
     if ckpt.latest_step() is None:
-        state, position, start = loop.initial_state(run), loop.DataPosition(), 0
+        state, start = loop.initial_state(run), 0
+        method.start(None)
     else:
         state, extra, _ = ckpt.restore(run.trainer.abstract_state())
-        position, start = loop.DataPosition.from_dict(extra["data"]), int(to_host(state.step))
+        start = int(to_host(state.step))
+        method.start(extra)
         run.engine.update_weights(loop.engine_params(state.params))
         logging.info("resumed from step %d (%s)", start, ckpt.directory)
     end = config.total_steps if stop_after is None else min(stop_after, config.total_steps)
-    metrics_log = MetricsLog(workdir, start)
+    metrics_log, harness_log = MetricsLog(workdir, start), HarnessLog(workdir, start)
     if jax.process_index() == 0:
         with open(os.path.join(workdir, "config.json"), "w") as f:
             f.write(config.to_json_best_effort(indent=2))
-        open(os.path.join(workdir, "harness.jsonl"), "a").close()  # frozen harness: no actions
     progress = Progress(start, config.total_steps)
 
     # --- the loop
     saved = start
     for step in range(start, end):
         start_time = time.perf_counter()
-        state, position, metrics = step_fn(run, state, position, step)
+        state, metrics, records = method.step(state, step)
         metrics["time/step"] = time.perf_counter() - start_time
 
         # --- logging
         metrics_log.write(step + 1, metrics)
+        harness_log.write(records)
         progress.update(step + 1, metrics)
 
         # --- checkpointing (the interval is the checkpointer's; the last step is always saved)
-        if ckpt.save(step + 1, state, {"data": position.to_dict()}, force=step + 1 == end):
+        if (step + 1) % ckpt.save_every == 0 or step + 1 == end:
+            ckpt.save(step + 1, state, method.extra(), force=True)
             saved = step + 1
     if saved != end:
-        ckpt.save(end, state, {"data": position.to_dict()}, force=True)
+        ckpt.save(end, state, method.extra(), force=True)
     ckpt.wait()
     ckpt.close()
+    method.close()
+    if jax.process_index() == 0 and config.report:
+        from launch import report  # matplotlib is imported only here
+
+        report.write_report(workdir)
     logging.info("done: %d steps in %s", end, workdir)
     return workdir
+
 
 
 def main(argv):

@@ -1,0 +1,208 @@
+"""report.html of a run directory: plots per step and the table of the harness's accepted and rejected actions.
+
+    python launch/report.py --workdir=DIR        # reads DIR/metrics.jsonl and DIR/harness.jsonl
+
+Plots (inline SVG, no plotting library): reward and oracle score, the attributor's failure fractions, actions
+proposed / accepted / rejected by interface, mounted guidance fields, sampling levels, step time by stage.
+launch/train.py calls `write_report` at the end of every run (config.report).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import sys
+from typing import Any, Sequence
+
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+
+
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def svg_lines(title: str, steps: Sequence[int], series: dict[str, Sequence[float | None]], *, width: int = 460,
+              height: int = 220, y_label: str = "") -> str:
+    """A line plot as an SVG string; None / NaN points are gaps."""
+    pad_l, pad_r, pad_t, pad_b = 48, 10, 26, 34
+    values = [v for s in series.values() for v in s if _finite(v)]
+    if not steps or not values:
+        return f'<div class="plot"><b>{html.escape(title)}</b><p>no data</p></div>'
+    lo, hi = min(values + [0.0]), max(values)
+    hi = hi if hi > lo else lo + 1.0
+    x0, x1 = min(steps), max(steps)
+    x1 = x1 if x1 > x0 else x0 + 1
+
+    def x(s):
+        return pad_l + (s - x0) / (x1 - x0) * (width - pad_l - pad_r)
+
+    def y(v):
+        return height - pad_b - (v - lo) / (hi - lo) * (height - pad_t - pad_b)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="plot">',
+           f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13" font-weight="bold">'
+           f'{html.escape(title)}</text>',
+           f'<line x1="{pad_l}" y1="{height - pad_b}" x2="{width - pad_r}" y2="{height - pad_b}" stroke="#444"/>',
+           f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{height - pad_b}" stroke="#444"/>']
+    for v in (lo, (lo + hi) / 2, hi):
+        out.append(f'<text x="{pad_l - 4}" y="{y(v) + 4:.1f}" text-anchor="end" font-size="10">{v:.3g}</text>')
+    for s in sorted({x0, (x0 + x1) // 2, x1}):
+        out.append(f'<text x="{x(s):.1f}" y="{height - pad_b + 14}" text-anchor="middle" font-size="10">{s}</text>')
+    out.append(f'<text x="{width / 2}" y="{height - 4}" text-anchor="middle" font-size="10">step</text>')
+    if y_label:
+        out.append(f'<text x="12" y="{height / 2}" font-size="10" transform="rotate(-90 12 {height / 2})" '
+                   f'text-anchor="middle">{html.escape(y_label)}</text>')
+    for n, (name, vals) in enumerate(series.items()):
+        color = COLORS[n % len(COLORS)]
+        segment: list[str] = []
+        for s, v in zip(steps, vals):
+            if _finite(v):
+                segment.append(f"{x(s):.1f},{y(v):.1f}")
+                out.append(f'<circle cx="{x(s):.1f}" cy="{y(v):.1f}" r="2" fill="{color}"/>')
+            elif segment:
+                out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{" ".join(segment)}"/>')
+                segment = []
+        if segment:
+            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{" ".join(segment)}"/>')
+        out.append(f'<rect x="{pad_l + 8 + 110 * (n % 3)}" y="{pad_t + 2 + 12 * (n // 3)}" width="8" height="8" '
+                   f'fill="{color}"/><text x="{pad_l + 19 + 110 * (n % 3)}" y="{pad_t + 10 + 12 * (n // 3)}" '
+                   f'font-size="10">{html.escape(name)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+PLOTS = (
+    ("Reward and oracle score", "points (0-100)", {"reward": "reward/mean", "oracle": "oracle/score_mean"}),
+    ("Reward-oracle agreement", "fraction of separated pairs", {"agreement": "oracle/agreement"}),
+    ("Failure fractions (attributor)", "share of criteria", {
+        "blind": "attribution/frac_blind", "saturated": "attribution/frac_saturated",
+        "spurious": "attribution/frac_spurious", "agree": "attribution/frac_agree"}),
+    ("Accepted actions by interface", "actions", {
+        "sampling": "actions/accepted/sampling", "guidance": "actions/accepted/guidance",
+        "rubric": "actions/accepted/rubric"}),
+    ("Rejected actions by interface", "actions", {
+        "sampling": "actions/rejected/sampling", "guidance": "actions/rejected/guidance",
+        "rubric": "actions/rejected/rubric"}),
+    ("Guidance", "fields", {"fields per task": "guidance/fields_per_task", "cap": "guidance/cap"}),
+    ("Sampling levels", "share of tasks", {
+        "level 0 (w=1)": "sampling/level_0", "level 1": "sampling/level_1", "level 2": "sampling/level_2",
+        "level 3": "sampling/level_3"}),
+    ("Step time by stage", "seconds", {
+        "rollout": "time/rollout", "judge": "time/judge", "evolver": "time/evolver", "critic": "time/critic",
+        "train": "time/train"}),
+)
+
+
+def summary_rows(metrics: list[dict], records: list[dict]) -> list[tuple[str, str]]:
+    """(name, value) pairs of the run's headline numbers (the demo prints them as a table)."""
+    if not metrics:
+        return [("steps", "0")]
+
+    def mean(key, rows=metrics):
+        v = [m[key] for m in rows if _finite(m.get(key))]
+        return sum(v) / len(v) if v else float("nan")
+
+    k = max(1, min(3, len(metrics) // 3))
+    first, last = metrics[:k], metrics[-k:]
+    measured = [r for r in records if r["verdict"] in ("accepted", "rejected")]
+    accepted = [r for r in measured if r["verdict"] == "accepted"]
+    total_time = sum(m.get("time/step", 0.0) for m in metrics)
+    evolver_time = sum(m.get("time/evolver", 0.0) for m in metrics)
+    last_m = metrics[-1]
+    rows = [
+        ("steps", str(metrics[-1]["step"])),
+        (f"reward, first {k} -> last {k} steps", f"{mean('reward/mean', first):.1f} -> {mean('reward/mean', last):.1f}"),
+        (f"oracle score, first {k} -> last {k}",
+         f"{mean('oracle/score_mean', first):.1f} -> {mean('oracle/score_mean', last):.1f}"),
+        ("reward-oracle agreement (mean)", f"{mean('oracle/agreement'):.3f}"),
+        ("zero-variance groups (mean)", f"{mean('reward/zero_variance_fraction'):.2f}"),
+        ("candidates measured / accepted / rejected", f"{len(measured)} / {len(accepted)} / "
+                                                      f"{len(measured) - len(accepted)}"),
+        ("accepted by interface", ", ".join(f"{i} {sum(r['interface'] == i for r in accepted)}"
+                                            for i in ("sampling", "guidance", "rubric"))),
+        ("critic acceptance rate", f"{len(accepted) / len(measured):.2f}" if measured else "n/a"),
+        ("reversal rate", f"{last_m.get('harness/reversal_rate', float('nan')):.3f}"),
+        ("guidance fields per task (end)", f"{last_m.get('guidance/fields_per_task', 0.0):.2f}"),
+        ("down-weighted tasks (end)", f"{last_m.get('sampling/downweighted_share', 0.0):.2f}"),
+        ("evolver share of step time", f"{evolver_time / total_time:.1%}" if total_time else "n/a"),
+        ("wall time of the steps", f"{total_time:.0f} s"),
+    ]
+    return rows
+
+
+def _action_name(r: dict) -> str:
+    c = r.get("candidate") or {}
+    acts = c.get("actions") or []
+    ops = ", ".join(a.get("op", "?") for a in acts)
+    return c.get("name") or ops or "-"
+
+
+def action_table(records: list[dict]) -> str:
+    measured = [r for r in records if r["verdict"] in ("accepted", "rejected")]
+    head = ("step", "task", "interface", "round", "label", "candidate", "deltas", "verdict", "reason")
+    rows = []
+    for r in measured:
+        deltas = ", ".join(f"{k}={v:.1f}" for k, v in (r.get("deltas") or {}).items() if _finite(v))
+        cells = (r["step"], r["task_id"], r["interface"], r["round"], r.get("label") or "", _action_name(r), deltas,
+                 r["verdict"], r.get("reason", ""))
+        rows.append(f'<tr class="{r["verdict"]}">' + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells)
+                    + "</tr>")
+    if not rows:
+        return "<p>No candidate was measured (a frozen harness, or nothing to propose).</p>"
+    return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>")
+
+
+def render_html(workdir: str) -> str:
+    metrics = read_jsonl(os.path.join(workdir, "metrics.jsonl"))
+    records = read_jsonl(os.path.join(workdir, "harness.jsonl"))
+    steps = [m["step"] for m in metrics]
+    plots = [svg_lines(title, steps, {name: [m.get(key) for m in metrics] for name, key in series.items()},
+                       y_label=y_label) for title, y_label, series in PLOTS]
+    summary = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>"
+                      for k, v in summary_rows(metrics, records))
+    config = ""
+    config_path = os.path.join(workdir, "config.json")
+    if os.path.exists(config_path):
+        with open(config_path) as f:
+            c = json.load(f)
+        config = (f"method <b>{html.escape(str(c.get('method')))}</b>, model {html.escape(str(c.get('model_name')))}, "
+                  f"{c.get('tasks_per_step')} tasks x {c.get('num_generations')} rollouts per step")
+    style = ("body{font-family:sans-serif;margin:20px}table{border-collapse:collapse;font-size:12px}"
+             "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}tr.accepted{background:#e8f6e8}"
+             "tr.rejected{background:#fbeaea}.plots{display:flex;flex-wrap:wrap;gap:8px}")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>run report</title><style>{style}</style>"
+            f"</head><body><h1>Run report</h1><p>{html.escape(os.path.abspath(workdir))}<br>{config}</p>"
+            f"<h2>Summary</h2><table>{summary}</table><h2>Per step</h2><div class='plots'>{''.join(plots)}</div>"
+            f"<h2>Accepted and rejected actions</h2>{action_table(records)}</body></html>")
+
+
+def write_report(workdir: str) -> str:
+    """Writes DIR/report.html; returns its path."""
+    path = os.path.join(workdir, "report.html")
+    with open(path, "w") as f:
+        f.write(render_html(workdir))
+    return path
+
+
+def main(argv):
+    from absl import flags
+
+    del argv
+    print(write_report(flags.FLAGS.workdir))
+
+
+if __name__ == "__main__":
+    from absl import app, flags
+
+    flags.DEFINE_string("workdir", None, "Run directory with metrics.jsonl and harness.jsonl.")
+    flags.mark_flags_as_required(["workdir"])
+    sys.exit(app.run(main))
