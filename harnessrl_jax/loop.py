@@ -329,7 +329,7 @@ def oracle_scores(tasks: Sequence[Task], responses: Sequence[Sequence[str]]) -> 
     from harnessrl_jax.rubric.judges import RuleJudge
 
     judge = RuleJudge()
-    out = np.full((len(tasks), len(responses[0]) if responses else 0), np.nan)
+    out = np.full((len(tasks), len(responses[0]) if len(responses) else 0), np.nan)
     for i, (task, rs) in enumerate(zip(tasks, responses)):
         crits = [c for c in task.oracle_criteria if c.verifier == "rule"]
         if crits and any(c.points > 0 for c in crits):

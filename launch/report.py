@@ -143,7 +143,7 @@ def _action_name(r: dict) -> str:
     c = r.get("candidate") or {}
     acts = c.get("actions") or []
     ops = ", ".join(a.get("op", "?") for a in acts)
-    return c.get("name") or ops or "-"
+    return c.get("variant") or ops or "-"
 
 
 def action_table(records: list[dict]) -> str:
