@@ -33,7 +33,7 @@ def get_config(arg=None):
     c.checkpoint.every = 5
     if arg == "harness":
         c.method = "harnessrl"
-        c.harness.max_guidance_tokens = 192  # a <criterion> and a <reference> of a few sentences
+        c.harness.max_guidance_tokens = 128  # a <criterion> and a short <reference>; longer fields: bare (counted)
     elif arg:
         raise ValueError(f"unknown variant {arg!r}; known: harness")
     return c

