@@ -102,3 +102,36 @@ def test_bare_loss_context_and_after_rubric_advantages_run(tmp_path):
     metrics = read_jsonl(os.path.join(workdir, "metrics.jsonl"))
     assert len(metrics) == 3 and all(np.isfinite(m["train/loss"]) for m in metrics)
     assert not os.path.exists(os.path.join(workdir, "report.html"))
+
+
+def tiny_harness_config(**harness):
+    sys.path.insert(0, REPO)
+    from experiments import tiny_cpu
+
+    config = tiny_cpu.get_config("harness")
+    config.harness.update(harness)
+    return config
+
+
+@pytest.mark.parametrize("switch, interfaces, critic_on", [
+    ({}, ("sampling", "guidance", "rubric"), True),
+    ({"no_critic": True}, ("sampling", "guidance", "rubric"), False),
+    ({"only_guidance": True}, ("guidance",), True),
+    ({"only_rubric": True}, ("rubric",), True),
+])
+def test_ablation_switches_map_to_the_evolver_knobs(switch, interfaces, critic_on):
+    from harnessrl_jax.methods.harnessrl import build_evolver
+
+    evolver, cold = build_evolver(tiny_harness_config(**switch), None)
+    assert cold is None and tuple(evolver.config.interfaces) == interfaces and evolver.critic.enabled == critic_on
+    assert evolver.critic.bands.guidance == (10.2, 28.0) and evolver.critic.bands.rubric == (3.1, 28.0)
+
+
+def test_without_an_llm_judge_llm_criteria_leave_the_training_rubric():
+    from harnessrl_jax import data
+    from harnessrl_jax.methods.harnessrl import training_tasks
+
+    tasks = data.load_split("mini", "train")
+    kept, dropped = training_tasks(tiny_harness_config(), tasks)
+    n_llm = sum(c.verifier != "rule" for t in tasks for c in t.criteria)
+    assert dropped == n_llm > 0 and all(c.verifier == "rule" for t in kept for c in t.criteria)
