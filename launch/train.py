@@ -65,41 +65,19 @@ def load_config(spec: str):
 # ------------------------------------------------------------------------------------------ logging helpers
 
 
-class MetricsLog:
-    """metrics.jsonl (process 0 writes it). On resume, lines past the checkpoint's step are dropped first: they
-    belong to steps that will run again."""
+class JsonlLog:
+    """A JSONL file that process 0 appends to. On resume, lines whose `step` is past `keep_through` are dropped
+    first: they belong to steps that will run again."""
 
-    def __init__(self, workdir: str, resume_step: int):
-        self.path = os.path.join(workdir, "metrics.jsonl")
+    def __init__(self, path: str, keep_through: int):
+        self.path = path
         self.enabled = jax.process_index() == 0
         if not self.enabled:
             return
         kept = []
         if os.path.exists(self.path):
             with open(self.path) as f:
-                kept = [line for line in f if line.strip() and json.loads(line)["step"] <= resume_step]
-        with open(self.path, "w") as f:
-            f.writelines(kept)
-
-    def write(self, step: int, metrics: dict[str, float]) -> None:
-        if self.enabled:
-            with open(self.path, "a") as f:
-                f.write(json.dumps({"step": step, **metrics}) + "\n")
-
-
-class HarnessLog:
-    """harness.jsonl (process 0): the step's candidates, one JSON object each. On resume, lines of steps at or after
-    the checkpoint's are dropped (their `step` is the 0-based step that proposed them)."""
-
-    def __init__(self, workdir: str, resume_step: int):
-        self.path = os.path.join(workdir, "harness.jsonl")
-        self.enabled = jax.process_index() == 0
-        if not self.enabled:
-            return
-        kept = []
-        if os.path.exists(self.path):
-            with open(self.path) as f:
-                kept = [line for line in f if line.strip() and json.loads(line)["step"] < resume_step]
+                kept = [line for line in f if line.strip() and json.loads(line)["step"] <= keep_through]
         with open(self.path, "w") as f:
             f.writelines(kept)
 
@@ -159,7 +137,10 @@ def train(config, workdir: str, stop_after: int | None = None) -> str:
         run.engine.update_weights(loop.engine_params(state.params))
         logging.info("resumed from step %d (%s)", start, ckpt.directory)
     end = config.total_steps if stop_after is None else min(stop_after, config.total_steps)
-    metrics_log, harness_log = MetricsLog(workdir, start), HarnessLog(workdir, start)
+    # metrics.jsonl numbers a step by the updates done after it (1-based); harness.jsonl by the step that proposed
+    # its candidates (0-based).
+    metrics_log = JsonlLog(os.path.join(workdir, "metrics.jsonl"), keep_through=start)
+    harness_log = JsonlLog(os.path.join(workdir, "harness.jsonl"), keep_through=start - 1)
     if jax.process_index() == 0:
         with open(os.path.join(workdir, "config.json"), "w") as f:
             f.write(config.to_json_best_effort(indent=2))
@@ -173,7 +154,7 @@ def train(config, workdir: str, stop_after: int | None = None) -> str:
         metrics["time/step"] = time.perf_counter() - start_time
 
         # --- logging
-        metrics_log.write(step + 1, metrics)
+        metrics_log.write([{"step": step + 1, **metrics}])
         harness_log.write(records)
         progress.update(step + 1, metrics)
 
