@@ -1,20 +1,25 @@
 """Throughput of one GRPO update (forward, backward, optimiser) in JAX against the same update in PyTorch.
 
-    python launch/bench_train.py [--batch=16] [--seq=128] [--repeats=3]
+    GLIBC_TUNABLES=glibc.malloc.hugetlb=1 python launch/bench_train.py [--batch=16] [--seq=128] [--repeats=3]
 
 Both sides run SmolLM2-135M-Instruct in float32 on the CPU from the same GGUF weights: the JAX side is this
-project's sharded train step (rl/step.py, one device, no reference forward since kl_coef = 0); the PyTorch side is
-transformers' model with the loss TRL's GRPOTrainer computes (selective log-softmax at the sampling temperature,
-ratio against detached logprobs, clipped surrogate, token mean) then clip_grad_norm_ and torch.optim.AdamW. Runs
-alternate between the two so machine load hits both alike; the best of the repeats is reported. Achieved FLOP/s counts matmul
-FLOPs analytically (forward + backward = 3 x forward) and is compared with a large float32 matmul's rate measured in
-the same run. A breakdown of the JAX update (forward, forward + backward, whole step) shows where time goes.
-Keep other work off the machine while it runs.
+project's sharded train step (rl/step.py, one device, no reference forward since kl_coef = 0), once per
+--micro_batches value (the same update, gradients summed over slices); the PyTorch side is transformers' model
+with the loss TRL's GRPOTrainer computes (selective log-softmax at the sampling temperature, ratio against detached
+logprobs, clipped surrogate, token mean) then clip_grad_norm_ and torch.optim.AdamW. Runs alternate between the
+implementations so machine load hits all alike; the best of the repeats is reported. Achieved FLOP/s counts matmul
+FLOPs analytically (forward + backward = 3 x forward) against a large float32 matmul's rate measured in the same
+run. The system time and page faults per update show allocation cost: XLA's CPU runtime allocates each call's
+temporaries afresh, glibc maps allocations over 32 MiB straight from the kernel, and faulting gigabytes of fresh
+pages serialises the threads; micro-batches (smaller temporaries) or transparent huge pages for malloc
+(GLIBC_TUNABLES above, read at process start) cut that. A breakdown of the full-batch JAX update (forward,
+forward + backward, whole step) shows where the rest goes. Keep other work off the machine while it runs.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -26,7 +31,7 @@ flags.DEFINE_integer("batch", 16, "Sequences per update.")
 flags.DEFINE_integer("seq", 128, "Tokens per sequence.")
 flags.DEFINE_integer("prompt", 32, "Leading prompt tokens per sequence (no loss on them).")
 flags.DEFINE_integer("repeats", 3, "Timed updates per implementation (the best is reported).")
-flags.DEFINE_integer("micro_batches", 1, "JAX micro-batches per update.")
+flags.DEFINE_list("micro_batches", ["1", "4"], "JAX micro-batches per update, one timed variant each.")
 flags.DEFINE_string("compute_dtype", "float32", "JAX compute dtype (float32 | bfloat16).")
 flags.DEFINE_bool("torch", True, "Also time the PyTorch update.")
 FLAGS = flags.FLAGS
@@ -70,7 +75,7 @@ def make_batch(vocab: int, rng):
 class JaxUpdate:
     """This project's train step, plus the forward and forward+backward alone for the breakdown."""
 
-    def __init__(self, config, params, batch):
+    def __init__(self, config, params, batch, micro_batches=1):
         import jax
 
         from harnessrl_jax.models import forward
@@ -82,7 +87,7 @@ class JaxUpdate:
         optimizer, schedule = make_optimizer(dict(lr=1e-6, max_grad_norm=1.0))
         self.trainer = Trainer(config, optimizer, make_mesh(1, 1, 1, devices=jax.devices()[:1]),
                                LossSettings(kl_coef=0.0, clip_low=CLIP, clip_high=CLIP, temperature=TEMPERATURE),
-                               schedule=schedule, micro_batches=FLAGS.micro_batches)
+                               schedule=schedule, micro_batches=micro_batches)
         self.state = self.trainer.init_state(params, jax.random.PRNGKey(0))
         self.batch = self.trainer.put_batch(batch)
         self._forward = jax.jit(lambda p, b: forward(config, p, b.tokens, b.attention_mask))
@@ -137,10 +142,14 @@ class TorchUpdate:
         self.optimizer.zero_grad(set_to_none=True)
 
 
-def _time(fn) -> float:
+def _time(fn) -> tuple[float, float, int]:
+    """(wall seconds, system seconds, minor page faults) of one call."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     fn()
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return wall, after.ru_stime - before.ru_stime, after.ru_minflt - before.ru_minflt
 
 
 def main(argv):
@@ -155,45 +164,53 @@ def main(argv):
     tokens = FLAGS.batch * FLAGS.seq
     flops = 3 * forward_flops(config, FLAGS.batch, FLAGS.seq)
 
-    print(f"compiling the JAX update ({FLAGS.batch} x {FLAGS.seq} tokens) ...", flush=True)
-    jax_update = JaxUpdate(config, params, batch)
-    compile_s = _time(jax_update.step)
-    torch_update = TorchUpdate(batch) if FLAGS.torch else None
-    if torch_update:
-        torch_update.step()  # warm-up: allocator, thread pool
-    times = {"jax": [], "torch": []}
+    updates, compile_s = {}, {}
+    for m in map(int, FLAGS.micro_batches):
+        name = f"JAX (rl/step.py), {m} micro-batch{'es' if m > 1 else ''}"
+        print(f"compiling {name} ({FLAGS.batch} x {FLAGS.seq} tokens) ...", flush=True)
+        updates[name] = JaxUpdate(config, params, batch, m)
+        compile_s[name] = _time(updates[name].step)[0]
+    if FLAGS.torch:
+        updates["PyTorch (transformers, TRL's loss)"] = TorchUpdate(batch)
+        updates["PyTorch (transformers, TRL's loss)"].step()  # warm-up: allocator, thread pool
+    runs = {name: [] for name in updates}
     for i in range(FLAGS.repeats):
-        times["jax"].append(_time(jax_update.step))
-        if torch_update:
-            times["torch"].append(_time(torch_update.step))
-        print(f"repeat {i + 1}/{FLAGS.repeats}: jax {times['jax'][-1]:.2f}s"
-              + (f", torch {times['torch'][-1]:.2f}s" if torch_update else ""), flush=True)
+        for name, update in updates.items():
+            runs[name].append(_time(update.step))
+        print(f"repeat {i + 1}/{FLAGS.repeats}: " + ", ".join(f"{n.split(' (')[0]} {r[-1][0]:.2f}s"
+                                                              for n, r in runs.items()), flush=True)
 
-    jax_update.forward(), jax_update.forward_backward()  # compile both
-    breakdown = {name: min(_time(fn) for _ in range(FLAGS.repeats))
-                 for name, fn in (("forward", jax_update.forward), ("forward+backward", jax_update.forward_backward))}
+    full = next(iter(updates.values()))
+    full.forward(), full.forward_backward()  # compile both
+    breakdown = {name: min(_time(fn)[0] for _ in range(FLAGS.repeats))
+                 for name, fn in (("forward", full.forward), ("forward+backward", full.forward_backward))}
     peak = matmul_rate()
 
     import jax
     import torch
     import transformers
-    print(f"\nOne GRPO update, SmolLM2-135M-Instruct, {FLAGS.batch} x {FLAGS.seq} tokens, CPU ({os.cpu_count()} cores); "
-          f"jax {jax.__version__} ({FLAGS.compute_dtype}), torch {torch.__version__} + transformers "
+    print(f"\nOne GRPO update, SmolLM2-135M-Instruct, {FLAGS.batch} x {FLAGS.seq} tokens, CPU ({os.cpu_count()} "
+          f"cores); jax {jax.__version__} ({FLAGS.compute_dtype}), torch {torch.__version__} + transformers "
           f"{transformers.__version__} (float32); {flops / 1e12:.2f} TFLOP per update (3 x forward, matmuls); "
-          f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s (2048^3, jitted)")
-    print("| implementation | s / update | tokens/s | GFLOP/s | share of matmul peak |")
-    print("|---|---|---|---|---|")
-    for name, label in (("jax", "JAX (rl/step.py)"), ("torch", "PyTorch (transformers, TRL's loss)")):
-        if times[name]:
-            s = min(times[name])
-            print(f"| {label} | {s:.2f} | {tokens / s:.0f} | {flops / s / 1e9:.1f} | {flops / s / peak:.0%} |")
-    if times["torch"]:
-        print(f"\nJAX / PyTorch speed: {min(times['torch']) / min(times['jax']):.2f}x; "
-              f"first JAX call (compile + run) {compile_s:.1f}s")
-    step_s = min(times["jax"])
+          f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s (2048^3, jitted); "
+          f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '(unset)')}")
+    print("| implementation | s / update | tokens/s | GFLOP/s | share of matmul peak | system s | page faults |")
+    print("|---|---|---|---|---|---|---|")
+    best = {}
+    for name, results in runs.items():
+        wall, sys_s, faults = min(results)
+        best[name] = wall
+        print(f"| {name} | {wall:.2f} | {tokens / wall:.0f} | {flops / wall / 1e9:.1f} | {flops / wall / peak:.0%} "
+              f"| {sys_s:.1f} | {faults:,} |")
+    if FLAGS.torch:
+        torch_s = best.pop("PyTorch (transformers, TRL's loss)")
+        print("\nJAX / PyTorch speed: " + ", ".join(f"{n.split(', ')[-1]}: {torch_s / s:.2f}x" for n, s in best.items())
+              + "; first JAX calls (compile + run): " + ", ".join(f"{s:.1f}s" for s in compile_s.values()))
+    step_s = min(runs[next(iter(updates))])[0]
     fwd, fb = breakdown["forward"], breakdown["forward+backward"]
-    print(f"JAX breakdown: forward (logits) {fwd:.2f}s ({flops / 3 / fwd / 1e9:.1f} GFLOP/s), forward+backward "
-          f"with the loss {fb:.2f}s ({flops / fb / 1e9:.1f} GFLOP/s), clip + AdamW + metrics {step_s - fb:.2f}s")
+    print(f"JAX breakdown (full batch): forward (logits) {fwd:.2f}s ({flops / 3 / fwd / 1e9:.1f} GFLOP/s), "
+          f"forward+backward with the loss {fb:.2f}s ({flops / fb / 1e9:.1f} GFLOP/s), "
+          f"the rest of the step (clip, AdamW, metrics, allocation) {step_s - fb:.2f}s")
 
 
 if __name__ == "__main__":
