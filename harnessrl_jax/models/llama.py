@@ -64,7 +64,8 @@ class ModelConfig:
         return self.num_kv_heads * self.head_dim
 
     def num_params(self) -> int:
-        return sum(int(np.prod(s)) for s in jax.tree.leaves(param_shapes(self)))
+        shapes = jax.tree.leaves(param_shapes(self), is_leaf=lambda x: isinstance(x, tuple))
+        return sum(int(np.prod(s)) for s in shapes)
 
 
 def param_shapes(config: ModelConfig) -> Params:

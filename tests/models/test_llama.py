@@ -84,6 +84,7 @@ def test_random_hf_safetensors_model_loads_and_matches(model_type, extra, tmp_pa
     config, params, tokenizer = load_pretrained(str(tmp_path))
     assert tokenizer is None  # no tokenizer files in the directory
     assert config.head_dim == 24 and config.qk_norm == (model_type == "qwen3")
+    assert config.num_params() == sum(p.numel() for p in model.parameters())
     ids = np.random.default_rng(0).integers(0, 300, size=(2, 17))
     with torch.no_grad():
         ref = model(torch.tensor(ids)).logits.numpy()
