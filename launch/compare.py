@@ -1,34 +1,41 @@
 """GRPO vs HarnessRL with the same seeds and budget: held-out score under the seed rubrics and oracle score, paired
 bootstrap 95% intervals of the difference, steps to the best checkpoint. Not part of the tests (minutes per run).
 
-    python launch/compare.py --base_config=experiments/smollm2_cpu.py --seeds=0,1,2 --out=runs/compare
+    python launch/compare.py --base_config=experiments/smollm2_cpu.py:harness --seeds=0,1,2 --out=runs/compare \
+        --base_config.total_steps=12 --base_config.checkpoint.every=4
 
+Config overrides go as --base_config.KEY=VALUE (the same for every run; method and seed are set per run).
 For each seed, trains `grpo` and `harnessrl` into OUT/<method>-s<seed> (resuming what is there), then evaluates
-every kept checkpoint on the held-out split (`config.tasks.split` -> --eval_split) with bare prompts (no guidance,
-as evaluation sees the policy): J samples per task, scored by the seed rule criteria and the rule oracle criteria.
-The best checkpoint per run (among those kept: config.checkpoint.max_to_keep) has the highest held-out
-seed-rubric score; only rule criteria are scored (LLM criteria count as not judged); the table reports its scores,
-and differences harnessrl - grpo are paired by seed and task (bootstrap over tasks x seeds). Writes compare.json.
+the seed policy (step 0) and every kept checkpoint on the held-out split (`config.tasks.split` -> --eval_split)
+with bare prompts (no guidance, as evaluation sees the policy): J samples per task, the same sampling seed for
+every run at a given step, scored by the seed rule criteria and the rule oracle criteria (LLM criteria count as
+not judged). Reported per method: the final checkpoint's scores (unbiased) and the best checkpoint's (highest
+held-out seed-rubric score, so selected on the evaluation set: optimistic), with differences harnessrl - grpo
+paired by seed and task (bootstrap over tasks x seeds), and the steps to the best checkpoint. Writes compare.json
+with every checkpoint's per-task scores.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
+import time
 
 import numpy as np
 from absl import app, flags, logging
+from ml_collections import config_flags
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-flags.DEFINE_string("base_config", "experiments/smollm2_cpu.py", "Base config; method is set per run.")
+config_flags.DEFINE_config_file("base_config", os.path.join(REPO, "experiments", "smollm2_cpu.py:harness"),
+                                "Base config (experiments/*.py[:arg]); method and seed are set per run.")
 flags.DEFINE_string("out", "runs/compare", "Directory of the runs and compare.json.")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (>= 3 for the paper's protocol).")
 flags.DEFINE_list("methods", ["grpo", "harnessrl"], "Methods; the last is compared against the first.")
 flags.DEFINE_string("eval_split", "heldout", "Split of config.tasks.name to evaluate on ('' = the training tasks).")
-flags.DEFINE_integer("steps", None, "Override config.total_steps (same budget for every run).")
 flags.DEFINE_integer("bootstrap", 2000, "Bootstrap resamples.")
 FLAGS = flags.FLAGS
 
@@ -43,22 +50,32 @@ def eval_tasks(config):
 
 
 def evaluate(config, workdir, tasks) -> dict[int, dict[str, np.ndarray]]:
-    """Per kept checkpoint step: per-task mean held-out seed-rubric reward and oracle score [T]."""
+    """Per evaluated step (0 = the seed policy, then every kept checkpoint): per-task mean held-out seed-rubric
+    reward and oracle score [T]."""
     from harnessrl_jax import loop
     from harnessrl_jax.rl.checkpoint import Checkpointer
 
-    run = loop.setup(config)
+    run = loop.setup(config)  # the engine starts with the seed policy's weights
     prompts = loop.render_prompts(tasks, run.tokenizer)
-    out = {}
+
+    def score(step):
+        start = time.perf_counter()
+        rollouts = loop.generate_rollouts(run.engine, prompts, config, seed=10_000 + step)
+        _, rewards, _ = loop.score_rollouts(tasks, rollouts, config.num_generations)
+        responses = np.asarray(rollouts.texts, dtype=object).reshape(len(tasks), config.num_generations)
+        oracle = loop.oracle_scores(tasks, responses)
+        out = {"seed_rubric": np.nanmean(rewards, axis=1), "oracle": np.nanmean(oracle, axis=1)}
+        logging.info("  step %d: held-out %.1f, oracle %.1f (%d tasks x %d, %.0f s)", step,
+                     np.nanmean(out["seed_rubric"]), np.nanmean(out["oracle"]), len(tasks), config.num_generations,
+                     time.perf_counter() - start)
+        return out
+
+    out = {0: score(0)}
     with Checkpointer(os.path.join(workdir, "checkpoints")) as ckpt:
         for step in ckpt.all_steps():
             state, _, _ = ckpt.restore(run.trainer.abstract_state(), step)
             run.engine.update_weights(loop.engine_params(state.params))
-            rollouts = loop.generate_rollouts(run.engine, prompts, config, seed=10_000 + step)
-            _, rewards, _ = loop.score_rollouts(tasks, rollouts, config.num_generations)
-            responses = np.asarray(rollouts.texts, dtype=object).reshape(len(tasks), config.num_generations)
-            oracle = loop.oracle_scores(tasks, responses)
-            out[step] = {"seed_rubric": np.nanmean(rewards, axis=1), "oracle": np.nanmean(oracle, axis=1)}
+            out[step] = score(step)
     return out
 
 
@@ -71,45 +88,61 @@ def bootstrap_ci(diff: np.ndarray, n: int, rng) -> tuple[float, float, float]:
     return float(diff.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def paired_row(results, methods, pick: str, metric: str, n: int, rng) -> dict[str, float]:
+    """Mean per method and the paired bootstrap interval of last - first, at the `pick` ('final' | 'best') step."""
+    row = {m: float(np.nanmean([r[pick][metric] for r in results[m].values()])) for m in methods}
+    base, new = methods[0], methods[-1]
+    diff = np.concatenate([results[new][s][pick][metric] - results[base][s][pick][metric] for s in results[base]])
+    row["diff"], row["ci_low"], row["ci_high"] = bootstrap_ci(diff, n, rng)
+    return row
+
+
 def main(argv):
     del argv
     import launch.train as train
 
     os.makedirs(FLAGS.out, exist_ok=True)
     results: dict[str, dict[int, dict]] = {m: {} for m in FLAGS.methods}
-    for seed in map(int, FLAGS.seeds):
-        for method in FLAGS.methods:
-            config = train.load_config(FLAGS.base_config)
-            with config.unlocked():
-                config.method, config.seed, config.report = method, seed, True
-                if FLAGS.steps:
-                    config.total_steps = FLAGS.steps
-            workdir = os.path.join(FLAGS.out, f"{method}-s{seed}")
-            train.train(config, workdir)
-            tasks = eval_tasks(config)
-            per_step = evaluate(config, workdir, tasks)
-            best = max(per_step, key=lambda s: np.nanmean(per_step[s]["seed_rubric"]))
-            results[method][seed] = {"best_step": best, **per_step[best]}
-            logging.info("%s seed %d: best step %d, held-out %.1f, oracle %.1f", method, seed, best,
-                         np.nanmean(per_step[best]["seed_rubric"]), np.nanmean(per_step[best]["oracle"]))
+    runs = [(int(seed), method) for seed in FLAGS.seeds for method in FLAGS.methods]
+    start = time.perf_counter()
+    for n, (seed, method) in enumerate(runs):
+        config = copy.deepcopy(FLAGS.base_config)  # keeps field references (optim.total_steps -> total_steps)
+        with config.unlocked():
+            config.method, config.seed = method, seed
+        workdir = os.path.join(FLAGS.out, f"{method}-s{seed}")
+        logging.info("run %d/%d: %s seed %d -> %s", n + 1, len(runs), method, seed, workdir)
+        train.train(config, workdir)
+        tasks = eval_tasks(config)
+        per_step = evaluate(config, workdir, tasks)
+        best = max(per_step, key=lambda s: np.nanmean(per_step[s]["seed_rubric"]))
+        final = max(per_step)
+        results[method][seed] = {"best_step": best, "final_step": final, "best": per_step[best],
+                                 "final": per_step[final], "per_step": per_step}
+        elapsed = time.perf_counter() - start
+        logging.info("%s seed %d: best step %d, held-out %.1f, oracle %.1f; %d/%d runs in %.0f min, ETA %.0f min",
+                     method, seed, best, np.nanmean(per_step[best]["seed_rubric"]),
+                     np.nanmean(per_step[best]["oracle"]), n + 1, len(runs), elapsed / 60,
+                     elapsed / (n + 1) * (len(runs) - n - 1) / 60)
 
     rng = np.random.default_rng(0)
-    base, new = FLAGS.methods[0], FLAGS.methods[-1]
-    table = {}
-    for metric in ("seed_rubric", "oracle"):
-        row = {m: float(np.nanmean([r[metric] for r in results[m].values()])) for m in FLAGS.methods}
-        diff = np.concatenate([results[new][s][metric] - results[base][s][metric] for s in results[base]])
-        row["diff"], row["ci_low"], row["ci_high"] = bootstrap_ci(diff, FLAGS.bootstrap, rng)
-        table[metric] = row
+    table = {f"{pick}/{metric}": paired_row(results, FLAGS.methods, pick, metric, FLAGS.bootstrap, rng)
+             for pick in ("final", "best") for metric in ("seed_rubric", "oracle")}
+    table["seed_policy"] = {metric: float(np.nanmean([r["per_step"][0][metric] for r in results[FLAGS.methods[0]]
+                                                      .values()])) for metric in ("seed_rubric", "oracle")}
     table["steps_to_best"] = {m: [r["best_step"] for r in results[m].values()] for m in FLAGS.methods}
+    table["per_step"] = {m: {str(s): {str(k): {q: v[q].tolist() for q in v} for k, v in r["per_step"].items()}
+                             for s, r in results[m].items()} for m in FLAGS.methods}
+    table["config"] = FLAGS.base_config.to_dict()
     with open(os.path.join(FLAGS.out, "compare.json"), "w") as f:
-        json.dump(table, f, indent=2)
-    print(f"{'held-out':<14}" + "".join(f"{m:>12}" for m in FLAGS.methods) + f"{'diff [95% CI]':>28}")
-    for metric in ("seed_rubric", "oracle"):
-        r = table[metric]
-        print(f"{metric:<14}" + "".join(f"{r[m]:>12.1f}" for m in FLAGS.methods)
-              + f"{r['diff']:>10.1f} [{r['ci_low']:.1f}, {r['ci_high']:.1f}]")
-    print(f"{'steps to best':<14}" + "".join(f"{str(table['steps_to_best'][m]):>12}" for m in FLAGS.methods))
+        json.dump(table, f, indent=2, default=str)
+    print(f"seed policy (step 0): held-out {table['seed_policy']['seed_rubric']:.1f}, "
+          f"oracle {table['seed_policy']['oracle']:.1f}")
+    print(f"{'held-out score':<22}" + "".join(f"{m:>12}" for m in FLAGS.methods) + f"{'diff [95% CI]':>28}")
+    for key in ("final/seed_rubric", "final/oracle", "best/seed_rubric", "best/oracle"):
+        r = table[key]
+        print(f"{key:<22}" + "".join(f"{r[m]:>12.1f}" for m in FLAGS.methods)
+              + f"{r['diff']:>12.1f} [{r['ci_low']:.1f}, {r['ci_high']:.1f}]")
+    print(f"{'steps to best':<22}" + "".join(f"{str(table['steps_to_best'][m]):>12}" for m in FLAGS.methods))
 
 
 if __name__ == "__main__":

@@ -44,7 +44,8 @@ import itertools
 import json
 import math
 import os
-from typing import Any, Mapping, Sequence
+import time
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -220,6 +221,80 @@ class ColdStart:
                 return cls.from_dict(json.load(f))
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{os.fspath(path)}: not a valid cold start file: {e}") from None
+
+
+def save_seed_groups(path: str | os.PathLike, seeds: Sequence[SeedGroups]) -> None:
+    """The raw measurements behind a cold start, one JSON object per task per line (NaN cells as null), written
+    atomically; `load_seed_groups` reads them back, so thresholds can be re-derived without the policy."""
+    def mat(s):
+        return [[None if math.isnan(x) else x for x in row] for row in s.tolist()]
+
+    tmp = f"{os.fspath(path)}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for s in seeds:
+            f.write(json.dumps({"task_id": s.task_id, "points": s.points.tolist(),
+                                "criterion_ids": list(s.criterion_ids), "groups": [mat(g) for g in s.groups],
+                                "regradings": [mat(g) for g in s.regradings]}) + "\n")
+    os.replace(tmp, path)
+
+
+def load_seed_groups(path: str | os.PathLike) -> list[SeedGroups]:
+    """What `save_seed_groups` wrote; ValueError naming the file and line of a bad record."""
+    def mat(rows):
+        return np.asarray([[math.nan if x is None else x for x in row] for row in rows], np.float64)
+
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                out.append(SeedGroups(d["task_id"], d["points"], tuple(mat(g) for g in d["groups"]),
+                                      tuple(mat(g) for g in d.get("regradings", [])),
+                                      tuple(d.get("criterion_ids", ()))))
+            except (ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"{os.fspath(path)}:{n}: not a seed-group record: {e}") from None
+    if not out:
+        raise ValueError(f"{os.fspath(path)}: no seed-group record")
+    return out
+
+
+def collect(tasks: Sequence, sample: Callable[[Sequence, int], Sequence[Sequence[str]]],
+            score: Callable[[Sequence, Sequence[Sequence[str]]], Sequence[np.ndarray]], *, groups: int = 4,
+            regradings: int = 2, batch_tasks: int = 8, seed: int = 0,
+            progress: Callable[[str], None] | None = None) -> list[SeedGroups]:
+    """The seed policy's groups over `tasks` (each with `.id`, `.points`, `.criteria`): `groups` independent
+    groups per task and `regradings` more gradings of the first group.
+
+    sample(tasks, seed) -> one group of responses per task (the seed policy, bare prompts); score(tasks, responses)
+    -> one S [K, J] per task under the task's seed criteria (the training judge). Tasks go `batch_tasks` at a time;
+    group g of every batch is sampled with seed `seed + g` mixed with the batch index, so groups are independent
+    and a rerun is the same. `progress` gets one line per batch with the rate and ETA.
+    """
+    if groups < 1 or regradings < 0 or batch_tasks < 1:
+        raise ValueError(f"cold start: groups >= 1, regradings >= 0, batch_tasks >= 1 (got {groups}, "
+                         f"{regradings}, {batch_tasks})")
+    out, start = [], time.perf_counter()
+    batches = [tasks[i:i + batch_tasks] for i in range(0, len(tasks), batch_tasks)]
+    for b, batch in enumerate(batches):
+        mats = []  # [group][task] S
+        for g in range(groups):
+            responses = [list(r) for r in sample(batch, (seed + 1_000_003 * g + 7919 * b) % (2**31 - 1))]
+            if len(responses) != len(batch):
+                raise ValueError(f"cold start: sample returned {len(responses)} groups for {len(batch)} tasks")
+            mats.append([np.asarray(s, np.float64) for s in score(batch, responses)])
+            if g == 0:
+                first = responses
+        regraded = [[np.asarray(s, np.float64) for s in score(batch, first)] for _ in range(regradings)]
+        for n, task in enumerate(batch):
+            out.append(SeedGroups(task.id, np.asarray(task.points, np.float64), tuple(m[n] for m in mats),
+                                  tuple(r[n] for r in regraded), tuple(c.id for c in task.criteria)))
+        if progress is not None:
+            done, elapsed = len(out), time.perf_counter() - start
+            progress(f"cold start: {done}/{len(tasks)} tasks, {done / elapsed:.2f} tasks/s, "
+                     f"ETA {elapsed / done * (len(tasks) - done):.0f} s")
+    return out
 
 
 def derive(seeds: Sequence[SeedGroups], *, quantiles: Sequence[float] = GAMMA_QUANTILES,

@@ -133,3 +133,65 @@ def test_seed_groups_check_their_shapes():
         SeedGroups("t", [1, 1], (np.ones((3, 4)),))
     with pytest.raises(ValueError, match="regradings"):
         SeedGroups("t", [1, 1], (np.ones((2, 4)),), (np.ones((2, 5)),))
+
+
+def test_collect_samples_independent_groups_and_regrades_the_first():
+    """collect() with a scripted sampler and judge: group g of a batch gets its own seed, the regradings see the
+    first group's responses, and each task's matrices come back in order."""
+    from harnessrl_jax.evolver.cold_start import collect
+
+    tasks = [Task(f"t{i}", "test", ({"role": "user", "content": "q"},),
+                  (Criterion(f"t{i}/a", "has a", 2.0), Criterion(f"t{i}/b", "no b", -1.0))) for i in range(5)]
+    seeds_seen, graded = [], []
+
+    def sample(batch, seed):
+        seeds_seen.append(seed)
+        rng = np.random.default_rng(seed)
+        return [[("a" if rng.random() < 0.5 else "") + ("b" if rng.random() < 0.3 else "") for _ in range(4)]
+                for _ in batch]
+
+    def score(batch, responses):
+        graded.append([list(r) for r in responses])
+        return [np.array([[("a" in x) for x in r], [("b" in x) for x in r]], float) for r in responses]
+
+    lines = []
+    out = collect(tasks, sample, score, groups=3, regradings=2, batch_tasks=2, seed=5, progress=lines.append)
+    assert [s.task_id for s in out] == [t.id for t in tasks]
+    assert len(seeds_seen) == 3 * 3 and len(set(seeds_seen)) == 9  # 3 batches x 3 groups, all distinct
+    assert len(graded) == 3 * (3 + 2)
+    for s in out:
+        assert len(s.groups) == 3 and len(s.regradings) == 2 and s.criterion_ids == (f"{s.task_id}/a",
+                                                                                      f"{s.task_id}/b")
+        np.testing.assert_array_equal(s.regradings[0], s.groups[0])  # a deterministic judge regrades the same
+    # the first batch's regradings were given the first group's responses
+    assert graded[3] == graded[0] and graded[4] == graded[0]
+    assert len(lines) == 3 and lines[-1].startswith("cold start: 5/5 tasks") and "ETA" in lines[-1]
+    # a rerun with the same seed measures the same
+    again = collect(tasks, sample, score, groups=3, regradings=2, batch_tasks=2, seed=5)
+    assert all(np.array_equal(a.groups[2], b.groups[2]) for a, b in zip(out, again))
+    with pytest.raises(ValueError, match="groups >= 1"):
+        collect(tasks, sample, score, groups=0)
+
+
+def test_seed_groups_file_round_trips_nan_cells_and_names_a_bad_line(tmp_path):
+    from harnessrl_jax.evolver.cold_start import load_seed_groups, save_seed_groups
+
+    seeds = seed_tasks(n_tasks=3, k=4, j=5)
+    g = seeds[1].groups[0].copy()
+    g[2, 3] = np.nan  # an unparsed verdict
+    seeds[1] = SeedGroups(seeds[1].task_id, seeds[1].points, (g, *seeds[1].groups[1:]), seeds[1].regradings,
+                          seeds[1].criterion_ids)
+    path = tmp_path / "cs.groups.jsonl"
+    save_seed_groups(path, seeds)
+    back = load_seed_groups(path)
+    for a, b in zip(seeds, back):
+        assert a.task_id == b.task_id and a.criterion_ids == b.criterion_ids
+        np.testing.assert_array_equal(a.points, b.points)
+        for x, y in zip(a.groups + a.regradings, b.groups + b.regradings):
+            np.testing.assert_array_equal(x, y)  # NaN == NaN here
+    assert derive(back).to_dict() == derive(seeds).to_dict()
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1].replace('"points"', '"pts"')
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"cs\.groups\.jsonl:2: not a seed-group record"):
+        load_seed_groups(path)

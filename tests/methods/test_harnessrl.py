@@ -135,3 +135,41 @@ def test_without_an_llm_judge_llm_criteria_leave_the_training_rubric():
     kept, dropped = training_tasks(tiny_harness_config(), tasks)
     n_llm = sum(c.verifier != "rule" for t in tasks for c in t.criteria)
     assert dropped == n_llm > 0 and all(c.verifier == "rule" for t in kept for c in t.criteria)
+
+
+def test_cold_start_launcher_measures_the_seed_policy_and_training_reads_it(tmp_path):
+    """launch/cold_start.py on the tiny config: the bands re-derived with NumPy from its saved score matrices, the
+    rule judge's zero grading noise, and a HarnessRL run that starts from the file's anchors and bands."""
+    out = tmp_path / "cold_start.json"
+    cmd = [sys.executable, os.path.join(REPO, "launch", "cold_start.py"), "--config=experiments/tiny_cpu.py:harness",
+           f"--out={out}", "--groups=8", "--regradings=1"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    cs = json.loads(out.read_text())
+    records = read_jsonl(tmp_path / "cold_start.groups.jsonl")
+    n = len(records)
+    assert "guidance band" in proc.stdout and f"cold start: {n}/{n} tasks" in proc.stderr
+    assert n == cs["meta"]["tasks"] >= 2 and all(len(r["groups"]) == 8 and len(r["regradings"]) == 1 for r in records)
+    means, ranges = [], []
+    for r in records:
+        points = np.array(r["points"])
+        rewards = [100 * points @ np.array(g) / points.clip(0).sum() for g in r["groups"]]
+        m = [x.mean() for x in rewards]
+        means += [abs(a - b) for a, b in itertools.combinations(m, 2)]
+        ranges += [x.max() - x.min() for x in rewards]
+        assert r["regradings"][0] == r["groups"][0]  # rule checkers: the same verdicts when graded again
+    assert cs["bands"]["guidance"] == pytest.approx([np.percentile(means, 95), np.median(ranges)])
+    assert cs["bands"]["rubric"] == pytest.approx([0.0, np.median(ranges)])
+    assert cs["band_sources"]["rubric_low"] == "measured" and cs["meta"]["J"] == 8
+
+    from harnessrl_jax.methods.harnessrl import build_evolver
+
+    evolver, cold = build_evolver(tiny_harness_config(cold_start=str(out)), None)
+    assert evolver.critic.bands.guidance == pytest.approx(tuple(cs["bands"]["guidance"]))
+    workdir = str(tmp_path / "run")
+    run_train(workdir, "--config.total_steps=1", "--config.report=False", f"--config.harness.cold_start={out}")
+    with open(os.path.join(workdir, "checkpoints", "1", "extra", "metadata")) as f:
+        harness = json.load(f)["harness"]
+    anchors = {tid: sorted(c["id"] for c in crit if c["anchor"])
+               for tid, crit in zip(harness["task_ids"], harness["rubric"]["criteria"])}
+    assert anchors == {tid: sorted(ids) for tid, ids in cs["anchors"].items()} and any(anchors.values())
