@@ -176,9 +176,10 @@ def satisfied(S_row, points: float) -> np.ndarray:
     return s if points > 0 else np.where(np.isnan(s), np.nan, 1.0 - s)
 
 
-def history_rows(history: Sequence[Any], criterion_id: str, text: str) -> list[tuple[int, int, np.ndarray]]:
-    """(draw id, step, score row) of earlier draws that judged this criterion under this exact wording, newest
-    first (the time index gives records newest first)."""
+def history_rows(history: Sequence[Any], criterion_id: str, text: str
+                 ) -> list[tuple[int, int, np.ndarray, Sequence[str]]]:
+    """(draw id, step, score row, responses) of earlier draws that judged this criterion under this exact wording,
+    newest first (the time index gives records newest first)."""
     out = []
     for r in history:
         try:
@@ -186,7 +187,7 @@ def history_rows(history: Sequence[Any], criterion_id: str, text: str) -> list[t
         except ValueError:
             continue
         if r.criterion_texts[k] == text:
-            out.append((r.draw_id, r.step, np.asarray(r.scores, np.float64)[k]))
+            out.append((r.draw_id, r.step, np.asarray(r.scores, np.float64)[k], r.responses))
     return out
 
 
@@ -542,7 +543,7 @@ def attribute(task, criteria: Sequence[Any], S, responses: Sequence[str], *, his
         valid = ~np.isnan(sat)
         rate = _rate(sat)
         past = history_rows(history, c.id, c.text)
-        past_rates = tuple(_rate(satisfied(row, c.points)) for _, _, row in past)
+        past_rates = tuple(_rate(satisfied(row, c.points)) for _, _, row, _ in past)
         ev = Evidence(pass_rate=rate, history_pass_rates=past_rates,
                       satisfying=tuple(int(j) for j in np.flatnonzero(valid & (sat == 1))),
                       failing=tuple(int(j) for j in np.flatnonzero(valid & (sat == 0))))
@@ -552,7 +553,7 @@ def attribute(task, criteria: Sequence[Any], S, responses: Sequence[str], *, his
     for p in prelim:
         c = p["c"]
         if p["valid"] and 0.0 < p["ev"].pass_rate < 1.0 and c.points > 0:
-            p["own"] = _satisfying_history(history, c.id, c.text)
+            p["own"] = _satisfying_history(p["past"], c.points)
             p["signals"] = hacking_signals(p["k"], criteria, S, responses,
                                            positives=([reference] if reference else []) + [r for _, r in p["own"]],
                                            reference=reference, config=config)
@@ -578,7 +579,7 @@ def attribute(task, criteria: Sequence[Any], S, responses: Sequence[str], *, his
             continue
         rate = ev.pass_rate
         if rate == 0.0:  # reach
-            met_before = [(d, s) for (d, s, row), r in zip(past, ev.history_pass_rates) if r > 0]
+            met_before = [(d, s) for (d, s, _, _), r in zip(past, ev.history_pass_rates) if r > 0]
             if met_before:
                 d, s = met_before[0]
                 ev = dataclasses.replace(ev, draw_ids=tuple(x for x, _ in met_before))
@@ -586,7 +587,7 @@ def attribute(task, criteria: Sequence[Any], S, responses: Sequence[str], *, his
                                        f"(draw {d}): single-step noise", ev))
             else:
                 rows = tuple(x.row for x in donors.get(c.id, ()))
-                ev = dataclasses.replace(ev, draw_ids=tuple(d for d, _, _ in past), donor_rows=rows)
+                ev = dataclasses.replace(ev, draw_ids=tuple(d for d, *_ in past), donor_rows=rows)
                 out.append(Attribution(c.id, BLIND, "reach", f"unmet by all {len(ev.failing)} responses and never met "
                                        f"in {len(past)} earlier draw(s) under this wording", ev))
             continue
@@ -594,7 +595,7 @@ def attribute(task, criteria: Sequence[Any], S, responses: Sequence[str], *, his
             window = past[: config.saturation_window - 1]
             full = len(window) == config.saturation_window - 1 and all(
                 r == 1.0 for r in ev.history_pass_rates[: config.saturation_window - 1])
-            ev = dataclasses.replace(ev, draw_ids=tuple(d for d, _, _ in window))
+            ev = dataclasses.replace(ev, draw_ids=tuple(d for d, *_ in window))
             if full:
                 phrase = generic_evidence(c, responses, config.generic_share)
                 ev = dataclasses.replace(ev, phrase=phrase)
@@ -655,23 +656,16 @@ def attribute(task, criteria: Sequence[Any], S, responses: Sequence[str], *, his
     return TaskAttribution(task.id, tuple(out), float(mass), task_label, reason)
 
 
-def _satisfying_history(history: Sequence[Any], criterion_id: str, text: str, limit: int = 2
+def _satisfying_history(past: Sequence[tuple[int, int, np.ndarray, Sequence[str]]], points: float, limit: int = 2
                         ) -> list[tuple[int, str]]:
-    """Up to `limit` (draw id, response) of the task's earlier responses that met the criterion under this wording,
-    newest first."""
+    """Up to `limit` (draw id, response) of the earlier responses in `past` (history_rows) that satisfied the
+    criterion, newest first."""
     out = []
-    for r in history:
-        try:
-            k = r.criterion_ids.index(criterion_id)
-        except ValueError:
-            continue
-        if r.criterion_texts[k] != text:
-            continue
-        for j, s in enumerate(np.asarray(r.scores, np.float64)[k]):
-            if s == 1:
-                out.append((r.draw_id, r.responses[j]))
-                if len(out) >= limit:
-                    return out
+    for draw_id, _, row, responses in past:
+        for j in np.flatnonzero(satisfied(row, points) == 1):
+            out.append((draw_id, responses[j]))
+            if len(out) >= limit:
+                return out
     return out
 
 
