@@ -61,7 +61,14 @@ def get_config(arg=None):
         rounds=3,  # B
         embedder="default",  # semantic index: the bundled MiniLM ("default"), a local model path, or "" (none)
         max_guidance_tokens=256,  # prompt budget for mounted fields; a draw over it is rendered bare (counted)
+        # 'rule' (the CPU default): thresholds, reference keywords, merges, reweights; 'llm': the evolver model
+        # writes guidance and rubric candidates (evolver/prompts/proposer.txt; sampling stays with the rules).
+        proposer="rule",
+        llm_check=False,  # the attributor's LLM hacking check (evolver/prompts/hacking_check.txt) on the evolver model
     )
+    # The evolver's model (proposer='llm', llm_check): an OpenAI-compatible server; an empty base_url and model take
+    # config.judge's.
+    c.evolver_model = dict(base_url="", model="", api_key_env="", structured_output="", max_tokens=1024)
     # Judge for criteria not tagged verifier:rule. With no base_url they are dropped from the training rubric at
     # start-up (the count is logged and in metrics as judge/dropped_llm_criteria); with one, they go to an
     # OpenAI-compatible server (SGLang, vLLM, llama.cpp). Rule criteria always go to the rule checkers.

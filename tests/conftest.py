@@ -1,4 +1,10 @@
-"""Shared fixtures. XLA_FLAGS must be set before jax is first imported: 8 fake CPU devices for sharding tests."""
+"""Shared fixtures. XLA_FLAGS must be set before jax is first imported: 8 fake CPU devices for sharding tests.
+
+`llama_server`: a real OpenAI-compatible server (llama.cpp through llama-cpp-python serving the SmolLM2 GGUF) for
+the HTTP judge and evolver-model tests, started once per session on a free loopback port, only by tests that ask
+for it, and stopped after. A missing llama-cpp-python is a test failure, not a skip: CI installs it through
+setup.py's `dev` extra.
+"""
 
 import os
 
@@ -6,6 +12,15 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+import dataclasses  # noqa: E402
+import importlib.util  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import httpx  # noqa: E402
 import pytest  # noqa: E402
 
 
@@ -38,3 +53,65 @@ def hf_smollm2(smollm2_path):
     model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=name, dtype=torch.float32)
     model.eval()
     return model, AutoTokenizer.from_pretrained(directory, gguf_file=name)
+
+
+SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+STARTUP_TIMEOUT_S = 120.0
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaServer:
+    base_url: str  # with the /v1 prefix, as OpenAIJudge takes it
+    model: str
+    pid: int
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tail(path: str, n: int = 3000) -> str:
+    with open(path, errors="replace") as f:
+        return f.read()[-n:]
+
+
+@pytest.fixture(scope="session")
+def llama_server(smollm2_path):
+    missing = [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.fail(f"llama.cpp's OpenAI-compatible server is not installed (missing {', '.join(missing)}): "
+                    f"pip install 'llama-cpp-python[server]' (it is in setup.py's dev extra)", pytrace=False)
+    port = _free_port()
+    log = tempfile.NamedTemporaryFile("w+", prefix="llama_server_", suffix=".log", delete=False)
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", smollm2_path, "--model_alias", "smollm2",
+           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
+           "--n_threads", str(min(4, os.cpu_count() or 1)), "--verbose", "False"]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        t0 = time.monotonic()
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"llama.cpp server exited with code {proc.returncode} during start-up:\n"
+                            f"{_tail(log.name)}", pytrace=False)
+            try:
+                if httpx.get(f"{base_url}/models", timeout=2.0).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() - t0 > STARTUP_TIMEOUT_S:
+                pytest.fail(f"llama.cpp server not ready after {STARTUP_TIMEOUT_S:g}s:\n{_tail(log.name)}",
+                            pytrace=False)
+            time.sleep(0.25)
+        yield LlamaServer(base_url, "smollm2", proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        os.unlink(log.name)

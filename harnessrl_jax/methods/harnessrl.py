@@ -20,6 +20,10 @@ config.judge.base_url set they go to that OpenAI-compatible server; without one 
 from the training rubric at start-up, counted in `judge/dropped_llm_criteria`, and any later LLM criterion scores
 NaN (not judged, skipped by the reward). Oracle scores (analysis only) use the tasks' rule `oracle_rubrics`.
 
+The evolver's proposer is the rule proposer by default (the CPU default needs no model); config.harness.proposer
+'llm' has the evolver model (config.evolver_model, an OpenAI-compatible server; empty fields take config.judge's)
+write guidance and rubric candidates, and config.harness.llm_check adds the attributor's LLM hacking check.
+
 Two switches the paper leaves open (config.harness):
 - loss_context 'guided' (default): the loss sees the prompt the rollout was sampled in, so the update is on-policy;
   'bare' (RuscaRL): the completion is re-packed after the bare prompt, and train/engine_gap then measures the
@@ -46,7 +50,8 @@ import numpy as np
 
 from harnessrl_jax import loop
 from harnessrl_jax.evolver import (ACCEPTED, LABELS, NOOP, REJECTED, AttributorConfig, Attributor, Bands, ColdStart,
-                                   Critic, CriticHooks, Evolver, EvolverConfig, Group, RuleProposer, task_slice)
+                                   Critic, CriticHooks, Evolver, EvolverConfig, Group, LLMHackingCheck, LLMProposer,
+                                   RuleProposer, task_slice)
 from harnessrl_jax.harness import DEFAULT_TRANSITIONS, HarnessState, sample_tasks
 from harnessrl_jax.harness.ops import INTERFACES
 from harnessrl_jax.harness.render import render_prompt, task_fields
@@ -101,19 +106,44 @@ def training_tasks(config, tasks: Sequence[Task]) -> tuple[list[Task], int]:
     return out, dropped
 
 
-def build_evolver(config, memory: Memory | None) -> tuple[Evolver, ColdStart | None]:
-    """The evolver with config.harness's bands (or the cold start's) and ablation switches."""
+def evolver_client(config):
+    """The evolver model's client (an OpenAIJudge, whose `complete` the LLM proposer and hacking check call), or
+    None when config.harness asks for neither."""
+    h, e, j = config.harness, config.evolver_model, config.judge
+    if h.proposer not in ("rule", "llm"):
+        raise ValueError(f"config.harness.proposer must be 'rule' or 'llm', got {h.proposer!r}")
+    if h.proposer == "rule" and not h.llm_check:
+        return None
+    base_url, model = e.base_url or j.base_url, e.model or j.model
+    if not base_url:
+        raise ValueError("config.harness.proposer='llm' / llm_check need an OpenAI-compatible server: set "
+                         "config.evolver_model.base_url (or config.judge.base_url)")
+    from harnessrl_jax.rubric.judges import OpenAIJudge
+
+    return OpenAIJudge(base_url, model, structured_output=e.structured_output or j.structured_output,
+                       api_key_env=e.api_key_env or j.api_key_env or None, max_tokens=int(e.max_tokens),
+                       name="evolver")
+
+
+def build_evolver(config, memory: Memory | None, client=None) -> tuple[Evolver, ColdStart | None]:
+    """The evolver with config.harness's bands (or the cold start's), proposer and ablation switches; `client` is
+    the evolver model's (evolver_client) when config.harness.proposer is 'llm' or llm_check is on."""
     h = config.harness
     cold = ColdStart.load(h.cold_start) if h.cold_start else None
     bands = cold.to_bands() if cold else Bands(tuple(h.guidance_band), tuple(h.rubric_band))
     attributor = AttributorConfig(task_mass_threshold=cold.task_mass_threshold) if cold else AttributorConfig()
     if h.only_guidance and h.only_rubric:
         raise ValueError("only_guidance and only_rubric exclude each other")
+    if client is None and (h.proposer == "llm" or h.llm_check):
+        raise ValueError("config.harness.proposer='llm' / llm_check: build_evolver needs the evolver model's client")
     interfaces = ("guidance",) if h.only_guidance else ("rubric",) if h.only_rubric else INTERFACES
     embed = None
     if memory is not None and memory.semantic is not None:
         embed = memory.semantic.embedder.encode  # near-duplicate merges by embedding
-    evolver = Evolver(Attributor(attributor), RuleProposer(embed=embed),
+    proposer = RuleProposer(embed=embed)
+    if h.proposer == "llm":
+        proposer = LLMProposer(client, fallback=proposer)
+    evolver = Evolver(Attributor(attributor, llm_check=LLMHackingCheck(client) if h.llm_check else None), proposer,
                       Critic(bands, enabled=not h.no_critic, sampling_gate=h.sampling_gate),
                       EvolverConfig(rounds=int(h.rounds), interfaces=interfaces))
     return evolver, cold
@@ -133,6 +163,7 @@ class HarnessRL:
         self.judge = build_judge(config)
         self.transitions = DEFAULT_TRANSITIONS
         self.memory: Memory | None = None
+        self.client = None  # the evolver model's (proposer='llm', llm_check)
         self.harness: HarnessState | None = None
         self.prompt_limit = config.max_prompt_len + loop.guidance_budget(config)
 
@@ -145,7 +176,8 @@ class HarnessRL:
             embedder = {"": None, "default": DEFAULT_EMBEDDER}.get(h.embedder, h.embedder)
             positions = extra["memory"] if extra else -1  # fresh: drop whatever an earlier run left
             self.memory = Memory.open(os.path.join(self.workdir, "memory"), embedder=embedder, positions=positions)
-        self.evolver, cold = build_evolver(self.run.config, self.memory)
+        self.client = evolver_client(self.run.config)
+        self.evolver, cold = build_evolver(self.run.config, self.memory, self.client)
         if extra:
             self.harness = HarnessState.from_dict(extra["harness"])
             if self.harness.task_ids != tuple(t.id for t in self.tasks):
@@ -164,6 +196,8 @@ class HarnessRL:
     def close(self) -> None:
         if self.memory is not None:
             self.memory.close()
+        if self.client is not None:
+            self.client.close()
 
     # ------------------------------------------------------------------------------------------- helpers
 

@@ -173,3 +173,38 @@ def test_cold_start_launcher_measures_the_seed_policy_and_training_reads_it(tmp_
     anchors = {tid: sorted(c["id"] for c in crit if c["anchor"])
                for tid, crit in zip(harness["task_ids"], harness["rubric"]["criteria"])}
     assert anchors == {tid: sorted(ids) for tid, ids in cs["anchors"].items()} and any(anchors.values())
+
+
+def test_llm_proposer_and_hacking_check_run_against_a_real_model_server(tmp_path, llama_server):
+    """proposer='llm' and llm_check through launch/train.py, the evolver model being SmolLM2 served by llama.cpp:
+    every guidance or rubric candidate comes from the model, sampling ones from the rule fallback, and output that
+    does not validate into typed actions is logged as rejected with the reason."""
+    workdir = str(tmp_path / "run")
+    # One step, one round and short answers: each evolver call is a SmolLM2 generation on the test machine's CPU.
+    run_train(workdir, "--config.total_steps=1", "--config.report=False", "--config.harness.proposer=llm",
+              "--config.harness.rounds=1", "--config.harness.llm_check=True",
+              f"--config.evolver_model.base_url={llama_server.base_url}",
+              f"--config.evolver_model.model={llama_server.model}",
+              "--config.evolver_model.structured_output=json_object", "--config.evolver_model.max_tokens=48")
+    records = read_jsonl(os.path.join(workdir, "harness.jsonl"))
+    candidates = [r["candidate"] for r in records if r["candidate"]]
+    assert candidates and any(c["interface"] in ("guidance", "rubric") for c in candidates)
+    for r in records:
+        c = r["candidate"]
+        if c is None:
+            continue
+        assert c["source"] == ("rule" if c["interface"] == "sampling" else "llm")
+        if c["invalid"] is not None:
+            assert r["verdict"] == "rejected" and r["reason"] and c["actions"] == []
+    metrics = read_jsonl(os.path.join(workdir, "metrics.jsonl"))
+    assert len(metrics) == 1 and np.isfinite(metrics[0]["train/loss"])
+
+
+def test_llm_proposer_without_a_server_is_a_clear_error():
+    from harnessrl_jax.methods.harnessrl import evolver_client
+
+    with pytest.raises(ValueError, match="evolver_model.base_url"):
+        evolver_client(tiny_harness_config(proposer="llm"))
+    with pytest.raises(ValueError, match="proposer must be"):
+        evolver_client(tiny_harness_config(proposer="gpt"))
+    assert evolver_client(tiny_harness_config()) is None
