@@ -3,7 +3,7 @@
     tasks, u   = sample_tasks(...)              uniform sampling without replacement per epoch, so u = 1
     prompts    = render_prompts(tasks, ...)     the chat template over each task's messages, no guidance
     rollouts   = generate_rollouts(...)         n = J samples per prompt, token ids and logprobs kept
-    S, rewards = score_rollouts(tasks, ...)     rule checkers per criterion -> S [K, J] -> rubric reward [J]
+    S, rewards = score_responses(judge, ...)    the run's judge per criterion -> S [K, J] -> rubric reward [J]
     advantages = compute_advantages(rewards)    per-task group advantages
     state      = train_on_rollouts(...)         the sharded step (rl/step.py)
     engine.update_weights(state.params)
@@ -33,6 +33,8 @@ from harnessrl_jax.rl.optim import make_optimizer
 from harnessrl_jax.rl.step import LossSettings, Trainer, TrainState, metrics_to_host, to_host
 from harnessrl_jax.rollout import JaxEngine, Rollouts
 from harnessrl_jax.rubric import rules
+from harnessrl_jax.rubric.judges import Judge, RoutingJudge, RuleJudge, ScoreMatrix
+from harnessrl_jax.rubric.judges.base import check_batch
 from harnessrl_jax.rubric.reward import rubric_reward
 from harnessrl_jax.rubric.schema import Task, load_tasks
 
@@ -127,19 +129,29 @@ class Run:
     initial_params: Params  # host copy of the starting policy (the fresh train state is built from it)
     seq_len: int
     rows: int  # train batch rows: tasks_per_step * J, padded to the mesh and micro-batches
+    judge: Judge  # build_judge(config): rule checkers, and the LLM judge when config.judge.base_url is set
+
+    def close(self) -> None:
+        """Releases the judge's clients."""
+        self.judge.close()
+
+
+def within_prompt_budget(tasks: Sequence[Task], tokenizer, max_prompt_len: int) -> list[Task]:
+    """The tasks whose bare prompt fits in max_prompt_len tokens (the others are dropped with a warning)."""
+    lengths = [len(render_prompts([t], tokenizer)[0]) for t in tasks]
+    kept = [t for t, n in zip(tasks, lengths) if n <= max_prompt_len]
+    if len(kept) < len(tasks):
+        logging.warning("dropped %d of %d tasks whose prompt exceeds max_prompt_len=%d tokens",
+                        len(tasks) - len(kept), len(tasks), max_prompt_len)
+    if not kept:
+        raise ValueError(f"no task has a prompt within max_prompt_len={max_prompt_len} tokens")
+    return kept
 
 
 def setup(config) -> Run:
     """Model, tokenizer, tasks, mesh, trainer and engine for `config`; no train state yet (see `initial_state`)."""
     model_config, params, tokenizer = build_model(config)
-    tasks = build_tasks(config)
-    lengths = [len(render_prompts([t], tokenizer)[0]) for t in tasks]
-    kept = [t for t, n in zip(tasks, lengths) if n <= config.max_prompt_len]
-    if len(kept) < len(tasks):
-        logging.warning("dropped %d of %d tasks whose prompt exceeds max_prompt_len=%d tokens",
-                        len(tasks) - len(kept), len(tasks), config.max_prompt_len)
-    if not kept:
-        raise ValueError(f"no task has a prompt within max_prompt_len={config.max_prompt_len} tokens")
+    kept = within_prompt_budget(build_tasks(config), tokenizer, config.max_prompt_len)
 
     devices = jax.devices()[: config.mesh.num_devices] if config.mesh.get("num_devices", 0) else None
     mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor, devices=devices)
@@ -155,7 +167,8 @@ def setup(config) -> Run:
                  config.model_name, sum(np.size(p) for p in jax.tree.leaves(params)) / 1e6,
                  model_config.compute_dtype, len(kept),
                  dict(mesh.shape), rows, seq_len)
-    return Run(config, trainer.model_config, tokenizer, kept, trainer, engine, ref_params, params, seq_len, rows)
+    return Run(config, trainer.model_config, tokenizer, kept, trainer, engine, ref_params, params, seq_len, rows,
+               build_judge(config))
 
 
 def guidance_budget(config) -> int:
@@ -234,36 +247,43 @@ def generate_rollouts(engine, prompts: list[list[int]], config, seed: int) -> Ro
                            temperature=config.temperature, top_p=config.top_p, top_k=config.top_k, seed=seed)
 
 
-def rule_scores(task: Task, responses: Sequence[str]) -> tuple[np.ndarray, int]:
-    """(S [K, J], checker errors): 1/0 for `verifier:rule` criteria, NaN for the rest (no judge here) and for
-    a checker that raised (counted: the reward skips the cell instead of ending the run)."""
-    S = np.full((len(task.criteria), len(responses)), np.nan)
-    errors = 0
-    prompt = _user_text(task)
-    for k, c in enumerate(task.criteria):
-        if c.verifier != "rule":
-            continue
-        for j, response in enumerate(responses):
-            try:
-                S[k, j] = float(rules.check(c.rule_id, c.rule_kwargs, response, prompt=prompt))
-            except Exception:  # noqa: BLE001 - a checker bug on odd text must not stop training
-                logging.exception("rule %s raised on task %s", c.rule_id, task.id)
-                errors += 1
-    return S, errors
+class Unjudged(Judge):
+    """The judge of LLM criteria when no LLM judge is configured: every cell not judged (NaN, status 'error')."""
+
+    name = "unjudged"
+
+    def score_batch(self, tasks, responses, criteria=None):
+        criteria = check_batch(tasks, responses, criteria)
+        return [ScoreMatrix.empty([c.id for c in cs], len(rs), self.name) for rs, cs in zip(responses, criteria)]
 
 
-def score_rollouts(tasks: Sequence[Task], rollouts: Rollouts, num_generations: int):
-    """(score matrices per task, rewards [T, J] in reward points, metrics) from the rule checkers."""
-    texts = np.asarray(rollouts.texts, dtype=object).reshape(len(tasks), num_generations)
-    scores, rewards, errors = [], [], 0
-    for task, responses in zip(tasks, texts):
-        S, e = rule_scores(task, list(responses))
-        scores.append(S)
-        rewards.append(rubric_reward(np.asarray(task.points), S))
-        errors += e
-    rewards = np.asarray(rewards, np.float64)
-    judged = np.mean([np.mean(~np.isnan(S)) for S in scores])
-    return scores, rewards, {"reward/checker_errors": float(errors), "reward/judged_fraction": float(judged)}
+def build_judge(config) -> Judge:
+    """Rule checkers for `verifier:rule`; an OpenAI-compatible judge for the rest when config.judge.base_url is set,
+    else those cells are not judged (NaN: the reward skips them)."""
+    j = config.judge
+    default: Judge = Unjudged()
+    if j.base_url:
+        from harnessrl_jax.rubric.judges import OpenAIJudge
+
+        default = OpenAIJudge(j.base_url, j.model, structured_output=j.structured_output,
+                              api_key_env=j.api_key_env or None)
+    return RoutingJudge(default, rule=RuleJudge())
+
+
+def score_responses(judge: Judge, tasks: Sequence[Task], responses: Sequence[Sequence[str]],
+                    criteria: Sequence[Sequence[Any]] | None = None):
+    """(S [K, J] per task, rewards [T, J] in reward points, metrics) under each task's seed criteria (or
+    `criteria[i]` with `.points`); a cell the judge could not score is NaN and skipped by the reward."""
+    criteria = [list(t.criteria) for t in tasks] if criteria is None else [list(c) for c in criteria]
+    mats = judge.score_batch(list(tasks), [list(r) for r in responses], criteria)
+    scores = [np.asarray(m.verdicts, np.float64) for m in mats]
+    rewards = np.stack([rubric_reward(np.array([c.points for c in cs], np.float64), S)
+                        for cs, S in zip(criteria, scores)])
+    # failed cells of criteria a judge was asked about (not the ones left unjudged for want of an LLM judge)
+    failures = sum(int(m.failed[k].sum()) for m in mats for k, name in enumerate(m.judges) if name != Unjudged.name)
+    metrics = {"reward/judge_failures": float(failures),
+               "reward/judged_fraction": float(np.mean([np.mean(~np.isnan(S)) for S in scores]))}
+    return scores, rewards, metrics
 
 
 def compute_advantages(rewards: np.ndarray, estimator: str) -> tuple[np.ndarray, dict[str, float]]:
@@ -363,9 +383,9 @@ def grpo_step(run: Run, state: TrainState, position: DataPosition, step: int):
     timings["time/rollout"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    _, rewards, reward_metrics = score_rollouts(tasks, rollouts, config.num_generations)
-    advantages, adv_metrics = compute_advantages(rewards, config.advantage)
     responses = np.asarray(rollouts.texts, dtype=object).reshape(len(tasks), config.num_generations)
+    _, rewards, reward_metrics = score_responses(run.judge, tasks, responses)
+    advantages, adv_metrics = compute_advantages(rewards, config.advantage)
     reward_metrics.update(oracle_metrics(tasks, responses, rewards))
     timings["time/reward"] = time.perf_counter() - start
     timings["time/judge"] = timings["time/reward"]

@@ -52,7 +52,7 @@ def run_cold_start(config, out: str, *, groups: int = 4, regradings: int = 2, ba
     from harnessrl_jax import loop
     from harnessrl_jax.evolver.cold_start import collect, derive, save_seed_groups
     from harnessrl_jax.harness.render import render_prompt
-    from harnessrl_jax.methods.harnessrl import build_judge, training_tasks
+    from harnessrl_jax.methods.harnessrl import training_tasks
 
     out_dir = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(out_dir):
@@ -71,13 +71,12 @@ def run_cold_start(config, out: str, *, groups: int = 4, regradings: int = 2, ba
         texts = loop.generate_rollouts(run.engine, prompts, config, seed).texts
         return np.asarray(texts, dtype=object).reshape(len(batch), J).tolist()
 
-    with build_judge(config) as judge:
-        def score(batch, responses):
-            mats = judge.score_batch(list(batch), responses, [list(t.criteria) for t in batch])
-            return [np.asarray(m.verdicts, np.float64) for m in mats]
+    def score(batch, responses):
+        return loop.score_responses(run.judge, batch, responses)[0]
 
-        seeds = collect(tasks, sample, score, groups=groups, regradings=regradings, batch_tasks=batch_tasks,
-                        seed=config.seed, progress=logging.info)
+    seeds = collect(tasks, sample, score, groups=groups, regradings=regradings, batch_tasks=batch_tasks,
+                    seed=config.seed, progress=logging.info)
+    run.close()
     save_seed_groups(groups_path(out), seeds)
     meta = {"model_name": config.model_name, "tasks": len(tasks), "llm_criteria_dropped": dropped,
             "judge": config.judge.model or config.judge.base_url or "rule checkers only", "J": J,

@@ -7,9 +7,9 @@ bootstrap 95% intervals of the difference, steps to the best checkpoint. Not par
 Config overrides go as --base_config.KEY=VALUE (the same for every run; method and seed are set per run).
 For each seed, trains `grpo` and `harnessrl` into OUT/<method>-s<seed> (resuming what is there), then evaluates
 the seed policy (step 0) and every kept checkpoint on the held-out split (`config.tasks.split` -> --eval_split)
-with bare prompts (no guidance, as evaluation sees the policy): J samples per task, the same sampling seed for
-every run at a given step, scored by the seed rule criteria and the rule oracle criteria (LLM criteria count as
-not judged). Reported per method: the final checkpoint's scores (unbiased) and the best checkpoint's (highest
+with bare prompts (no guidance, as evaluation sees the policy) by harnessrl_jax.eval: J samples per task, one
+sampling seed (--eval_seed) for every evaluation, scored under the seed rubrics by the config's judge (LLM
+criteria not judged without config.judge.base_url) and under the rule oracle rubrics. Reported per method: the final checkpoint's scores (unbiased) and the best checkpoint's (highest
 held-out seed-rubric score, so selected on the evaluation set: optimistic), with differences harnessrl - grpo
 paired by seed and task (bootstrap over tasks x seeds), and the steps to the best checkpoint. Writes compare.json
 with every checkpoint's per-task scores.
@@ -36,64 +36,43 @@ flags.DEFINE_string("out", "runs/compare", "Directory of the runs and compare.js
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (>= 3 for the paper's protocol).")
 flags.DEFINE_list("methods", ["grpo", "harnessrl"], "Methods; the last is compared against the first.")
 flags.DEFINE_string("eval_split", "heldout", "Split of config.tasks.name to evaluate on ('' = the training tasks).")
+flags.DEFINE_integer("eval_seed", 10_000, "Sampling seed of every evaluation (the same for every checkpoint).")
 flags.DEFINE_integer("bootstrap", 2000, "Bootstrap resamples.")
 FLAGS = flags.FLAGS
 
 
-def eval_tasks(config):
+def evaluate_run(config, workdir) -> dict[int, dict[str, np.ndarray]]:
+    """Per evaluated step (0 = the seed policy, then every kept checkpoint): per-task held-out seed-rubric and
+    oracle scores [T], every step with the same sampling seed."""
     from harnessrl_jax import loop
-
-    if FLAGS.eval_split and config.tasks.source == "bundled":
-        with config.unlocked():
-            config.tasks.split = FLAGS.eval_split
-    return loop.build_tasks(config)
-
-
-def evaluate(config, workdir, tasks) -> dict[int, dict[str, np.ndarray]]:
-    """Per evaluated step (0 = the seed policy, then every kept checkpoint): per-task mean held-out seed-rubric
-    reward and oracle score [T]."""
-    from harnessrl_jax import loop
+    from harnessrl_jax.eval import eval_tasks, evaluate, restore_policy
     from harnessrl_jax.rl.checkpoint import Checkpointer
 
     run = loop.setup(config)  # the engine starts with the seed policy's weights
-    prompts = loop.render_prompts(tasks, run.tokenizer)
-
-    def score(step):
-        start = time.perf_counter()
-        rollouts = loop.generate_rollouts(run.engine, prompts, config, seed=10_000 + step)
-        _, rewards, _ = loop.score_rollouts(tasks, rollouts, config.num_generations)
-        responses = np.asarray(rollouts.texts, dtype=object).reshape(len(tasks), config.num_generations)
-        oracle = loop.oracle_scores(tasks, responses)
-        out = {"seed_rubric": np.nanmean(rewards, axis=1), "oracle": np.nanmean(oracle, axis=1)}
-        logging.info("  step %d: held-out %.1f, oracle %.1f (%d tasks x %d, %.0f s)", step,
-                     np.nanmean(out["seed_rubric"]), np.nanmean(out["oracle"]), len(tasks), config.num_generations,
-                     time.perf_counter() - start)
-        return out
-
-    out = {0: score(0)}
+    tasks = eval_tasks(run, FLAGS.eval_split)
     with Checkpointer(os.path.join(workdir, "checkpoints")) as ckpt:
-        for step in ckpt.all_steps():
-            state, _, _ = ckpt.restore(run.trainer.abstract_state(), step)
-            run.engine.update_weights(loop.engine_params(state.params))
-            out[step] = score(step)
+        steps = [0] + ckpt.all_steps()
+    out = {}
+    for step in steps:
+        restore_policy(run, workdir, step)
+        r = evaluate(run, tasks, num_samples=config.num_generations, seed=FLAGS.eval_seed)
+        out[step] = {"seed_rubric": r.seed_rubric, "oracle": r.oracle}
+        logging.info("  step %d: held-out %.1f, oracle %.1f (%d tasks x %d, %.0f s)", step,
+                     np.nanmean(r.seed_rubric), np.nanmean(r.oracle), len(tasks), r.num_samples, r.seconds)
+    run.close()
     return out
 
 
-def bootstrap_ci(diff: np.ndarray, n: int, rng) -> tuple[float, float, float]:
-    """(mean, low, high) of the paired differences, 95% percentile bootstrap."""
-    diff = diff[np.isfinite(diff)]
-    if not diff.size:
-        return float("nan"), float("nan"), float("nan")
-    means = rng.choice(diff, (n, diff.size), replace=True).mean(axis=1)
-    return float(diff.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+def paired_row(results, methods, pick: str, metric: str, n: int) -> dict[str, float]:
+    """Mean per method and the paired bootstrap interval of last - first, at the `pick` ('final' | 'best') step,
+    paired by seed and task."""
+    from harnessrl_jax.eval import paired_bootstrap
 
-
-def paired_row(results, methods, pick: str, metric: str, n: int, rng) -> dict[str, float]:
-    """Mean per method and the paired bootstrap interval of last - first, at the `pick` ('final' | 'best') step."""
     row = {m: float(np.nanmean([r[pick][metric] for r in results[m].values()])) for m in methods}
     base, new = methods[0], methods[-1]
-    diff = np.concatenate([results[new][s][pick][metric] - results[base][s][pick][metric] for s in results[base]])
-    row["diff"], row["ci_low"], row["ci_high"] = bootstrap_ci(diff, n, rng)
+    a = np.concatenate([results[base][s][pick][metric] for s in results[base]])
+    b = np.concatenate([results[new][s][pick][metric] for s in results[base]])
+    row["diff"], row["ci_low"], row["ci_high"] = paired_bootstrap(a, b, n)
     return row
 
 
@@ -112,8 +91,7 @@ def main(argv):
         workdir = os.path.join(FLAGS.out, f"{method}-s{seed}")
         logging.info("run %d/%d: %s seed %d -> %s", n + 1, len(runs), method, seed, workdir)
         train.train(config, workdir)
-        tasks = eval_tasks(config)
-        per_step = evaluate(config, workdir, tasks)
+        per_step = evaluate_run(config, workdir)
         best = max(per_step, key=lambda s: np.nanmean(per_step[s]["seed_rubric"]))
         final = max(per_step)
         results[method][seed] = {"best_step": best, "final_step": final, "best": per_step[best],
@@ -124,8 +102,7 @@ def main(argv):
                      np.nanmean(per_step[best]["oracle"]), n + 1, len(runs), elapsed / 60,
                      elapsed / (n + 1) * (len(runs) - n - 1) / 60)
 
-    rng = np.random.default_rng(0)
-    table = {f"{pick}/{metric}": paired_row(results, FLAGS.methods, pick, metric, FLAGS.bootstrap, rng)
+    table = {f"{pick}/{metric}": paired_row(results, FLAGS.methods, pick, metric, FLAGS.bootstrap)
              for pick in ("final", "best") for metric in ("seed_rubric", "oracle")}
     table["seed_policy"] = {metric: float(np.nanmean([r["per_step"][0][metric] for r in results[FLAGS.methods[0]]
                                                       .values()])) for metric in ("seed_rubric", "oracle")}

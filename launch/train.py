@@ -167,6 +167,7 @@ def train(config, workdir: str, stop_after: int | None = None) -> str:
     ckpt.wait()
     ckpt.close()
     method.close()
+    run.close()
     if jax.process_index() == 0 and config.report:
         from launch import report  # matplotlib is imported only here
 

@@ -57,34 +57,10 @@ from harnessrl_jax.harness.ops import INTERFACES
 from harnessrl_jax.harness.render import render_prompt, task_fields
 from harnessrl_jax.harness.state import GAMMAS, NUM_LEVELS
 from harnessrl_jax.memory import DEFAULT_EMBEDDER, DrawRecord, Memory
-from harnessrl_jax.rubric.judges import Judge, RoutingJudge, RuleJudge, ScoreMatrix
-from harnessrl_jax.rubric.judges.base import check_batch
 from harnessrl_jax.rubric.reward import rubric_reward
 from harnessrl_jax.rubric.schema import Task
 
 log = logging.getLogger(__name__)
-
-
-class Unjudged(Judge):
-    """The judge of LLM criteria when no LLM judge is configured: every cell not judged (NaN, status 'error')."""
-
-    name = "unjudged"
-
-    def score_batch(self, tasks, responses, criteria=None):
-        criteria = check_batch(tasks, responses, criteria)
-        return [ScoreMatrix.empty([c.id for c in cs], len(rs), self.name) for rs, cs in zip(responses, criteria)]
-
-
-def build_judge(config) -> Judge:
-    """Rule checkers for `verifier:rule`; an OpenAI-compatible judge for the rest when config.judge.base_url is set."""
-    j = config.judge
-    default: Judge = Unjudged()
-    if j.base_url:
-        from harnessrl_jax.rubric.judges import OpenAIJudge
-
-        default = OpenAIJudge(j.base_url, j.model, structured_output=j.structured_output,
-                              api_key_env=j.api_key_env or None)
-    return RoutingJudge(default, rule=RuleJudge())
 
 
 def training_tasks(config, tasks: Sequence[Task]) -> tuple[list[Task], int]:
@@ -160,7 +136,7 @@ class HarnessRL:
         if self.dropped_llm:
             log.warning("no LLM judge (config.judge.base_url): %d LLM criteria dropped from the training rubric",
                         self.dropped_llm)
-        self.judge = build_judge(config)
+        self.judge = run.judge
         self.transitions = DEFAULT_TRANSITIONS
         self.memory: Memory | None = None
         self.client = None  # the evolver model's (proposer='llm', llm_check)

@@ -1,0 +1,165 @@
+"""Evaluation of a policy on a task split: the score under the seed rubrics, the oracle score, and the criterion
+failure taxonomy, per task, per domain and overall.
+
+    result = evaluate(run, tasks, num_samples=8, seed=0)     run: loop.setup(config), engine holding the policy
+    result.summary()                                          the dict launch/eval.py writes as eval.json
+
+The policy answers each task's bare prompt (no guidance: evaluation sees the policy, not the harness) J times with
+the config's sampling settings and the given seed, so two checkpoints evaluated with the same seed differ only by
+their weights. Scores:
+- seed_rubric: the rubric reward (0-100) under the task's seed criteria, by the run's judge (rule checkers; the LLM
+  judge when config.judge.base_url is set, else LLM criteria are not judged and left out of the reward);
+- oracle: the reward under the task's rule `oracle_rubrics` (analysis only; NaN for a task without them);
+- taxonomy: each judged criterion's pass rate over the J samples labels it blind (never met), saturated (always
+  met) or discriminative, as the attributor's reach and stage questions do at training time. For a pitfall the
+  "pass" is the response avoiding it (attributor.satisfied).
+Per-task means over the J samples are the units for intervals (eval.stats).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from harnessrl_jax.eval.stats import bootstrap_mean
+from harnessrl_jax.rubric.schema import Task
+
+TAXONOMY = ("blind", "saturated", "discriminative")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalResult:
+    """Per-task arrays [T] (task means over J samples) and the per-criterion taxonomy counts."""
+
+    task_ids: tuple[str, ...]
+    domains: tuple[str, ...]
+    seed_rubric: np.ndarray
+    oracle: np.ndarray
+    taxonomy: dict[str, int]
+    num_samples: int
+    response_tokens: float  # mean generated tokens per response
+    seconds: float
+
+    def summary(self, *, bootstrap: int = 2000) -> dict[str, Any]:
+        """Means with 95% bootstrap intervals over tasks, per domain and overall; per-task scores; taxonomy shares."""
+        def scores(mask):
+            out = {}
+            for name in ("seed_rubric", "oracle"):
+                m, lo, hi = bootstrap_mean(getattr(self, name)[mask], bootstrap)
+                out[name] = {"mean": _num(m), "ci95": [_num(lo), _num(hi)]}
+            return out
+
+        domains = sorted(set(self.domains))
+        total = sum(self.taxonomy.values())
+        return {"tasks": len(self.task_ids), "num_samples": self.num_samples,
+                **scores(np.ones(len(self.task_ids), bool)),
+                "per_domain": {d: {"tasks": int(sum(x == d for x in self.domains)),
+                                   **scores(np.array([x == d for x in self.domains]))} for d in domains},
+                "taxonomy": {k: (self.taxonomy[k] / total if total else None) for k in TAXONOMY},
+                "taxonomy_counts": dict(self.taxonomy), "response_tokens_mean": self.response_tokens,
+                "seconds": self.seconds,
+                "per_task": {t: {"seed_rubric": _num(s), "oracle": _num(o)}
+                             for t, s, o in zip(self.task_ids, self.seed_rubric, self.oracle)}}
+
+
+def _row_means(x: np.ndarray) -> np.ndarray:
+    """Per-row mean over finite entries; NaN for a row with none."""
+    ok = np.isfinite(x)
+    return np.where(ok.any(axis=1), np.where(ok, x, 0.0).sum(axis=1) / np.maximum(ok.sum(axis=1), 1), np.nan)
+
+
+def _num(x) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def taxonomy_counts(tasks: Sequence[Task], scores: Sequence[np.ndarray]) -> dict[str, int]:
+    """Criteria by pass rate over their group: blind / saturated / discriminative (criteria with no verdict are
+    not counted)."""
+    from harnessrl_jax.evolver.attributor import satisfied
+
+    counts = dict.fromkeys(TAXONOMY, 0)
+    for task, S in zip(tasks, scores):
+        for c, row in zip(task.criteria, S):
+            sat = satisfied(row, c.points)
+            sat = sat[~np.isnan(sat)]
+            if not sat.size:
+                continue
+            rate = sat.mean()
+            counts["blind" if rate == 0 else "saturated" if rate == 1 else "discriminative"] += 1
+    return counts
+
+
+def eval_tasks(run, split: str = "heldout", path: str = "") -> list[Task]:
+    """The tasks to evaluate for `run`: a JSONL file (`path`), another split of a bundled set (`split`; '' keeps
+    the config's), or the config's own; tasks whose bare prompt exceeds max_prompt_len are left out, as in
+    training."""
+    from harnessrl_jax import loop
+
+    config = run.config.copy_and_resolve_references()
+    with config.unlocked():
+        if path:
+            config.tasks.source, config.tasks.path = "jsonl", path
+        elif split and config.tasks.source == "bundled":
+            config.tasks.split = split
+    return loop.within_prompt_budget(loop.build_tasks(config), run.tokenizer, config.max_prompt_len)
+
+
+def restore_policy(run, workdir: str, step: int | None) -> int:
+    """Loads checkpoint `step` (None: the latest) of `workdir` into the run's engine; step 0 keeps the seed policy.
+    Returns the step evaluated."""
+    from harnessrl_jax import loop
+    from harnessrl_jax.rl.checkpoint import Checkpointer
+
+    if step == 0:
+        return 0
+    directory = os.path.join(workdir, "checkpoints")
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"no checkpoint under {directory}: train first, or --step=0 for the seed policy")
+    with Checkpointer(directory) as ckpt:
+        steps = ckpt.all_steps()
+        if step is None:
+            if not steps:
+                raise FileNotFoundError(f"no checkpoint under {directory}: train first, or --step=0 for the seed "
+                                        f"policy")
+            step = max(steps)
+        elif step not in steps:
+            raise FileNotFoundError(f"{directory} has no checkpoint at step {step}; it has {sorted(steps)}")
+        state, _, _ = ckpt.restore(run.trainer.abstract_state(), step)
+    run.engine.update_weights(loop.engine_params(state.params))
+    return step
+
+
+def evaluate(run, tasks: Sequence[Task], *, num_samples: int, seed: int, batch_tasks: int = 16,
+             progress=None) -> EvalResult:
+    """The policy the run's engine holds, on `tasks` (see the module docstring); `progress` gets a line per batch."""
+    from harnessrl_jax import loop
+    from harnessrl_jax.harness.render import render_prompt
+
+    if not tasks:
+        raise ValueError("evaluate: no task")
+    config, start = run.config, time.perf_counter()
+    seed_rubric, oracle, scores, tokens = [], [], [], []
+    for b in range(0, len(tasks), batch_tasks):
+        batch = list(tasks[b:b + batch_tasks])
+        prompts = [render_prompt(run.tokenizer, t.prompt, (), tokenize=True) for t in batch]
+        out = run.engine.generate(prompts, n=num_samples, max_new_tokens=config.max_new_tokens,
+                                  temperature=config.temperature, top_p=config.top_p, top_k=config.top_k,
+                                  seed=(seed + 7919 * b) % (2**31 - 1))
+        responses = np.asarray(out.texts, dtype=object).reshape(len(batch), num_samples)
+        S, rewards, _ = loop.score_responses(run.judge, batch, responses)
+        seed_rubric.append(_row_means(rewards))
+        oracle.append(_row_means(loop.oracle_scores(batch, responses)))
+        scores += S
+        tokens.append(np.asarray(out.lengths, np.float64))
+        if progress is not None:
+            done, elapsed = b + len(batch), time.perf_counter() - start
+            progress(f"eval: {done}/{len(tasks)} tasks, {done * num_samples / elapsed:.1f} responses/s, "
+                     f"ETA {elapsed / done * (len(tasks) - done):.0f} s")
+    return EvalResult(tuple(t.id for t in tasks), tuple(t.domain for t in tasks), np.concatenate(seed_rubric),
+                      np.concatenate(oracle), taxonomy_counts(tasks, scores), num_samples,
+                      float(np.concatenate(tokens).mean()), time.perf_counter() - start)
