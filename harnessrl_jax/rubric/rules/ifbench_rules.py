@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import collections
 import csv
-import dataclasses
 import io
 import re
 import string
 import unicodedata
 from typing import Annotated
 
-from harnessrl_jax.rubric.rules import registry, text
+from harnessrl_jax.rubric.rules import text
 from harnessrl_jax.rubric.rules.registry import KwargError, Text, register
 
 _PUNCT = string.punctuation
@@ -582,23 +581,7 @@ def thesis(response) -> bool:
     return bool(value[3:end].strip()) and bool(value[end + 4:].strip())
 
 
-def _register_verbatim(rule_id: str):
-    """`register` for an IFBench id whose name has a hyphen, which register's id pattern does not accept: registers
-    under the underscored id, then files the rule under IFBench's id instead, so data naming it runs unchanged."""
-
-    def deco(fn):
-        stand_in = rule_id.replace("-", "_")
-        register(stand_in)(fn)
-        rule = registry._RULES.pop(stand_in)
-        if rule_id in registry._RULES:
-            raise ValueError(f"rule id {rule_id!r} is already registered")
-        registry._RULES[rule_id] = dataclasses.replace(rule, id=rule_id)
-        return fn
-
-    return deco
-
-
-@_register_verbatim("format:sub-bullets")
+@register("format:sub-bullets")
 def sub_bullets(response) -> bool:
     """Every '*' is followed by a '-' before the next '*' (or the end): each bullet has a sub-bullet. A response
     without '*' passes, as in IFBench."""

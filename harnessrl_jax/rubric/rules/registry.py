@@ -87,7 +87,7 @@ class Rule:
 
 
 _RULES: dict[str, Rule] = {}
-_ID = re.compile(r"^[a-z][a-z_-]*:[a-z0-9_]+$")
+_ID = re.compile(r"^[a-z][a-z_-]*:[a-z0-9_-]+$")  # IFBench has format:sub-bullets
 
 
 def register(rule_id: str, *, ifeval: bool = False, prompt_kwarg: str | None = None,
