@@ -65,3 +65,14 @@ def test_smollm2_cpu_config_runs_a_step(tmp_path):
     run_train(workdir, "--config=experiments/smollm2_cpu.py", "--config.total_steps=1", timeout=900)
     (m,) = read_metrics(workdir)
     assert m["train/engine_gap"] < 1e-3 and m["rollout/length_mean"] > 0
+
+
+def test_plan_compiles_the_sharded_step_on_fake_devices():
+    """launch/plan.py sizes a config's step per device without running it: the tiny config over 8 devices."""
+    cmd = [sys.executable, os.path.join(REPO, "launch", "plan.py"), "--config=experiments/tiny_cpu.py",
+           "--devices=8", "--device_memory_gb=1"]
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "{'data': 1, 'fsdp': 8, 'tensor': 1} over 8 devices" in out.stdout
+    assert "32 rows x 24 tokens" in out.stdout and "(fits)" in out.stdout
+    assert "XLA temporaries" in out.stdout and "TFLOP" in out.stdout

@@ -15,7 +15,7 @@ RoPE is the rotate-half form HF uses; GGUF loaders undo llama.cpp's Q/K row perm
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -184,11 +184,19 @@ def _logits(params: Params, x: jax.Array, config: ModelConfig) -> jax.Array:
     return jnp.matmul(x, params["lm_head"], preferred_element_type=jnp.float32)
 
 
+def _same(x: jax.Array, kind: str) -> jax.Array:
+    return x
+
+
 def hidden_states(
     config: ModelConfig, params: Params, tokens: jax.Array, attention_mask: jax.Array | None = None,
-    positions: jax.Array | None = None,
+    positions: jax.Array | None = None, constrain: Callable[[jax.Array, str], jax.Array] = _same,
 ) -> jax.Array:
-    """Final-layer hidden states (before the last norm) for a batch without a cache. tokens [B, T]."""
+    """Final-layer hidden states (before the last norm) for a batch without a cache. tokens [B, T].
+
+    `constrain(x, kind)` is applied to the residual stream ('hidden', after the embedding and each layer) and, in
+    `forward`, to the logits ('logits'): a sharded caller pins activations to the batch sharding there, so the
+    partitioner gathers the FSDP-sharded weights instead of the activations (rl/step.py)."""
     params = _cast(params, config)
     if attention_mask is None:
         attention_mask = jnp.ones(tokens.shape, bool)
@@ -204,22 +212,23 @@ def hidden_states(
         h = rms_norm(x, lp["attn_norm"], config.rms_norm_eps)
         q, k, v = _qkv(lp, h, positions, config)
         x = x + _attention(q, k, v, mask, config) @ lp["wo"]
-        return x + _mlp(lp, x, config), None
+        return constrain(x + _mlp(lp, x, config), "hidden"), None
 
     if config.remat:
         layer = jax.checkpoint(layer, policy=jax.checkpoint_policies.nothing_saveable)
-    x = params["embed"][tokens]
+    x = constrain(params["embed"][tokens], "hidden")
     x, _ = jax.lax.scan(layer, x, params["layers"])
     return x
 
 
 def forward(
     config: ModelConfig, params: Params, tokens: jax.Array, attention_mask: jax.Array | None = None,
-    positions: jax.Array | None = None,
+    positions: jax.Array | None = None, constrain: Callable[[jax.Array, str], jax.Array] = _same,
 ) -> jax.Array:
-    """Logits [B, T, V] in float32 for tokens [B, T] (no cache). attention_mask marks real tokens."""
-    x = hidden_states(config, params, tokens, attention_mask, positions)
-    return _logits(_cast(params, config), x, config)
+    """Logits [B, T, V] in float32 for tokens [B, T] (no cache). attention_mask marks real tokens; `constrain`:
+    see hidden_states."""
+    x = hidden_states(config, params, tokens, attention_mask, positions, constrain)
+    return constrain(_logits(_cast(params, config), x, config), "logits")
 
 
 def forward_cached(

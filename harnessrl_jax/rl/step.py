@@ -158,9 +158,17 @@ class Trainer:
         """How many versions of the step have been compiled (1 in a healthy run)."""
         return self._step._cache_size()
 
+    def _constrain(self, x: jax.Array, kind: str) -> jax.Array:
+        """Activations stay sharded by batch rows over (data, fsdp), the logits' vocabulary over tensor where it
+        divides: without this the partitioner may gather a micro-batch's activations onto every device instead of
+        gathering each layer's FSDP-sharded weights (launch/plan.py measures the difference)."""
+        vocab = "tensor" if kind == "logits" and x.shape[-1] % self.mesh.shape["tensor"] == 0 else None
+        spec = P(*BATCH_SPEC, *([None] * (x.ndim - 2)), vocab)
+        return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, spec))
+
     def sequence_logprobs(self, params: Params, tokens, attention_mask, targets) -> jax.Array:
         """Float32 logprobs [B, T] of targets under params, at the loss temperature: the trainer's view."""
-        logits = forward(self.model_config, params, tokens, attention_mask)
+        logits = forward(self.model_config, params, tokens, attention_mask, constrain=self._constrain)
         return grpo.token_logprobs(logits, targets, self.loss.temperature)
 
     def logprobs(self, params: Params, batch: TrainBatch) -> jax.Array:
@@ -182,7 +190,7 @@ class Trainer:
     def _microbatch_loss(self, params, ref_params, mb: TrainBatch):
         """(loss_sum, (denominator, metric sums)) of one micro-batch; differentiated w.r.t. params."""
         s = self.loss
-        logits = forward(self.model_config, params, mb.tokens, mb.attention_mask)
+        logits = forward(self.model_config, params, mb.tokens, mb.attention_mask, constrain=self._constrain)
         logp = grpo.token_logprobs(logits, mb.targets, s.temperature)
         ref_logp = None
         if ref_params is not None:

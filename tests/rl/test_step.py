@@ -201,3 +201,37 @@ def test_batch_rejects_a_sequence_longer_than_seq_len(params):
     rollouts = engine.generate([[5] * 10], n=1, max_new_tokens=8, temperature=1.0)
     with pytest.raises(ValueError, match="exceed seq_len=16"):
         build_batch(rollouts, np.ones(1), seq_len=16, pad_id=0)
+
+
+def _step_temporaries(trainer: Trainer, rows: int, seq: int) -> int:
+    """XLA's temporary bytes per device of the compiled step for a [rows, seq] batch (nothing runs)."""
+    def spec(dtype, *shape):
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=trainer.batch_sharding)
+
+    batch = TrainBatch(spec(jnp.int32, rows, seq), spec(jnp.bool_, rows, seq), spec(jnp.int32, rows, seq),
+                       spec(jnp.bool_, rows, seq), spec(jnp.float32, rows, seq), spec(jnp.float32, rows),
+                       spec(jnp.float32, rows))
+    compiled = trainer._step.lower(trainer.abstract_state(), batch, trainer.abstract_params()).compile()
+    return compiled.memory_analysis().temp_size_in_bytes
+
+
+def test_fsdp_keeps_activations_sharded_so_temporaries_shrink_with_devices():
+    """With the batch over 8 FSDP devices each holds an eighth of the rows' activations and logits; were the
+    activations gathered instead of the weights (the partitioner's choice without Trainer._constrain), the
+    per-device temporaries would stay those of one device. Compiled only, from XLA's memory analysis."""
+    config = preset_config("tiny").replace(vocab_size=8192)  # logits dominate, as in real vocabularies
+    loss = LossSettings(kl_coef=0.001)
+    one = Trainer(config, optax.adamw(1e-3), make_mesh(1, 1, 1, devices=jax.devices()[:1]), loss)
+    eight = Trainer(config, optax.adamw(1e-3), make_mesh(1, 8, 1), loss)
+    rows, seq = 32, 64
+    logits = rows * seq * config.vocab_size * 4
+    t1, t8 = _step_temporaries(one, rows, seq), _step_temporaries(eight, rows, seq)
+    assert t1 > logits  # one device materialises at least the full logits
+    assert t8 < t1 / 4, (t1, t8)
+
+    class Unconstrained(Trainer):
+        def _constrain(self, x, kind):
+            return x
+
+    loose = Unconstrained(config, optax.adamw(1e-3), make_mesh(1, 8, 1), loss)
+    assert _step_temporaries(loose, rows, seq) > t8  # the constraint is what keeps them sharded
