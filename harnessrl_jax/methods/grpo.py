@@ -1,8 +1,9 @@
 """Plain GRPO: the harness with every interface frozen (no evolver, no guidance, the seed rubric, uniform sampling).
 
 Tasks are drawn uniformly without replacement within each epoch (`loop.sample_tasks`): the frozen harness's
-distribution p = 1/N, so u = 1, with less draw-to-draw variance than i.i.d. draws. Scoring is the rule checkers
-only; other criteria count as not judged (NaN cells, skipped by the reward).
+distribution p = 1/N, so u = 1, with less draw-to-draw variance than i.i.d. draws. Scoring is the run's judge
+(loop.build_judge), as for HarnessRL: the rule checkers, and the LLM judge when config.judge.base_url is set; without
+one the LLM criteria count as not judged (NaN cells, skipped by the reward).
 """
 
 from __future__ import annotations

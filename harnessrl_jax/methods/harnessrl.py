@@ -185,8 +185,7 @@ class HarnessRL:
         return ids, False
 
     def _score(self, tasks: Sequence[Task], responses, criteria) -> list[np.ndarray]:
-        return [np.asarray(m.verdicts, np.float64) for m in
-                self.judge.score_batch(list(tasks), [list(r) for r in responses], [list(c) for c in criteria])]
+        return loop.score_responses(self.judge, tasks, responses, criteria)[0]
 
     def _hooks(self, seed: int, timer: dict[str, float]) -> CriticHooks:
         """The critic's access to the frozen current policy (the engine) and the judge, timed."""
