@@ -175,6 +175,7 @@ def test_cold_start_launcher_measures_the_seed_policy_and_training_reads_it(tmp_
     assert anchors == {tid: sorted(ids) for tid, ids in cs["anchors"].items()} and any(anchors.values())
 
 
+@pytest.mark.slow
 def test_llm_proposer_and_hacking_check_run_against_a_real_model_server(tmp_path, llama_server):
     """proposer='llm' and llm_check through launch/train.py, the evolver model being SmolLM2 served by llama.cpp:
     every guidance or rubric candidate comes from the model, sampling ones from the rule fallback, and output that
