@@ -113,6 +113,8 @@ def main(argv):
             ("anchored tasks", str(len(cold.anchors or {})))]
     for k, v in rows:
         print(f"{k:<26} {v}")
+    for w in cold.warnings:
+        print(f"warning: {w}")
     print(f"written: {FLAGS.out}")
 
 

@@ -34,7 +34,8 @@ is graded more than once. From those score matrices:
      "anchors": {task_id: [criterion ids]} | null,
      "stats": {"null_between_groups": {"n", "p95", "mean"}, "null_between_gradings": {...},
                "within_group_range": {"n", "median", "mean"}, "mass": {"n", "mean", "q25", "q50", "q75"}},
-     "meta": {...}}                                             free-form: seed model, judge, J, date
+     "meta": {...},                                             free-form: seed model, judge, J, date
+     "warnings": [...]}                                         e.g. a band too narrow to accept anything
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from harnessrl_jax.rubric.reward import discriminative_mass, rubric_reward
 FORMAT_VERSION = 1
 GAMMA_QUANTILES = (0.75, 0.5, 0.25)
 NULL_PERCENTILE = 95.0
+NARROW_BAND = 0.75  # a lower bound above this share of the upper one leaves the critic almost nothing to accept
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -169,6 +171,7 @@ class ColdStart:
     null_percentile: float = NULL_PERCENTILE
     stats: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     def to_bands(self) -> Bands:
         """The critic's acceptance bands."""
@@ -184,7 +187,8 @@ class ColdStart:
                 "task_mass_threshold": num(float(self.task_mass_threshold)),
                 "task_mass": {k: num(float(v)) for k, v in self.task_mass.items()},
                 "anchors": None if self.anchors is None else {k: list(v) for k, v in self.anchors.items()},
-                "stats": json.loads(json.dumps(self.stats)), "meta": dict(self.meta)}
+                "stats": json.loads(json.dumps(self.stats)), "meta": dict(self.meta),
+                "warnings": list(self.warnings)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ColdStart:
@@ -203,7 +207,8 @@ class ColdStart:
                    {k: (math.nan if v is None else float(v)) for k, v in d.get("task_mass", {}).items()},
                    d.get("anchors"), tuple(d.get("gamma_quantiles", GAMMA_QUANTILES)),
                    d.get("gammas_source", "default"), dict(d.get("band_sources", {})),
-                   float(d.get("null_percentile", NULL_PERCENTILE)), d.get("stats", {}), d.get("meta", {}))
+                   float(d.get("null_percentile", NULL_PERCENTILE)), d.get("stats", {}), d.get("meta", {}),
+                   tuple(d.get("warnings", ())))
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes cold_start.json atomically."""
@@ -325,11 +330,16 @@ def derive(seeds: Sequence[SeedGroups], *, quantiles: Sequence[float] = GAMMA_QU
     sources["high"] = "measured"
     if hi <= 0.0:  # no spread in the typical group: there is no scale to measure an effect against
         hi, sources["high"] = GUIDANCE_BAND[1], "default: the median group has no reward spread"
+    warnings = []
     for name, lo in (("guidance", g_lo), ("rubric", r_lo)):
         if lo > hi:
             raise ValueError(f"cold start: the {name} band's lower bound {lo:.3g} (null fluctuation) exceeds the "
                              f"upper bound {hi:.3g} (median within-group range): groups are too small or the "
                              f"judge too noisy for the band to separate an effect from noise")
+        if lo > NARROW_BAND * hi:
+            warnings.append(f"the {name} band [{lo:.3g}, {hi:.3g}] is narrow: its null fluctuation is over "
+                            f"{NARROW_BAND:.0%} of the median within-group range, so the critic will accept almost "
+                            f"no {name} update; larger groups (J) or more groups per task narrow the null")
     anchors = None
     if anchor_agreement is not None:
         chosen = {s.task_id: choose_anchors(s, anchor_agreement) for s in seeds}
@@ -343,4 +353,5 @@ def derive(seeds: Sequence[SeedGroups], *, quantiles: Sequence[float] = GAMMA_QU
                        **{f"q{round(p * 100)}": float(np.quantile(m, p)) for p in sorted(quantiles)}}
                       if m.size else {"n": 0})}
     return ColdStart(tuple(gammas), {"guidance": (g_lo, hi), "rubric": (r_lo, hi)}, threshold, masses, anchors,
-                     tuple(quantiles), source, sources, float(null_percentile), stats, dict(meta or {}))
+                     tuple(quantiles), source, sources, float(null_percentile), stats, dict(meta or {}),
+                     tuple(warnings))

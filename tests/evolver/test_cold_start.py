@@ -195,3 +195,17 @@ def test_seed_groups_file_round_trips_nan_cells_and_names_a_bad_line(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=r"cs\.groups\.jsonl:2: not a seed-group record"):
         load_seed_groups(path)
+
+
+def test_a_band_the_null_nearly_fills_is_derived_with_a_warning(tmp_path):
+    """Two groups whose means differ by 87.5 points while each spans the full 0-100 range: the guidance band is
+    [87.5, 100], which the critic could hardly ever hit; the file says so, and a regular cold start says nothing."""
+    hi_group = np.array([[1.0] * 15 + [0.0]])
+    lo_group = np.array([[0.0] * 15 + [1.0]])
+    cs = derive([SeedGroups("t", [1.0], (hi_group, lo_group))], anchor_agreement=None)
+    assert cs.bands["guidance"] == pytest.approx((87.5, 100.0))
+    assert len(cs.warnings) == 1 and "guidance band [87.5, 100] is narrow" in cs.warnings[0]
+    path = tmp_path / "cold_start.json"
+    cs.save(path)
+    assert ColdStart.load(path).warnings == cs.warnings
+    assert derive(seed_tasks()).warnings == ()
