@@ -12,7 +12,8 @@ sampling seed (--eval_seed) for every evaluation, scored under the seed rubrics 
 criteria not judged without config.judge.base_url) and under the rule oracle rubrics. Reported per method: the final checkpoint's scores (unbiased) and the best checkpoint's (highest
 held-out seed-rubric score, so selected on the evaluation set: optimistic), with differences harnessrl - grpo
 paired by seed and task (bootstrap over tasks x seeds), and the steps to the best checkpoint. Writes compare.json
-with every checkpoint's per-task scores.
+with every checkpoint's per-task scores, and each run's final evaluation as its eval.json (launch/eval.py's
+schema); experiments/notebooks/paper_tables.ipynb turns the directory into the paper's tables.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ FLAGS = flags.FLAGS
 
 def evaluate_run(config, workdir) -> dict[int, dict[str, np.ndarray]]:
     """Per evaluated step (0 = the seed policy, then every kept checkpoint): per-task held-out seed-rubric and
-    oracle scores [T], every step with the same sampling seed."""
+    oracle scores [T], every step with the same sampling seed. The last checkpoint's evaluation is also the run's
+    eval.json (as launch/eval.py writes it)."""
     from harnessrl_jax import loop
-    from harnessrl_jax.eval import eval_tasks, evaluate, restore_policy
+    from harnessrl_jax.eval import eval_tasks, evaluate, restore_policy, save_eval, split_label
     from harnessrl_jax.rl.checkpoint import Checkpointer
 
     run = loop.setup(config)  # the engine starts with the seed policy's weights
@@ -57,6 +59,9 @@ def evaluate_run(config, workdir) -> dict[int, dict[str, np.ndarray]]:
         restore_policy(run, workdir, step)
         r = evaluate(run, tasks, num_samples=config.num_generations, seed=FLAGS.eval_seed)
         out[step] = {"seed_rubric": r.seed_rubric, "oracle": r.oracle}
+        if step == steps[-1]:
+            save_eval(os.path.join(workdir, "eval.json"), r, step=step, split=split_label(config, FLAGS.eval_split),
+                      model=config.model_name, seed=FLAGS.eval_seed)
         logging.info("  step %d: held-out %.1f, oracle %.1f (%d tasks x %d, %.0f s)", step,
                      np.nanmean(r.seed_rubric), np.nanmean(r.oracle), len(tasks), r.num_samples, r.seconds)
     run.close()

@@ -17,7 +17,6 @@ split) or --tasks=FILE.jsonl. eval.json (or --out) is written atomically:
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -42,7 +41,7 @@ def run_eval(config, workdir: str, *, step: int | None = None, split: str = "hel
              num_samples: int | None = None, seed: int = 10_000, out: str = "") -> dict:
     """Evaluates and writes the eval.json; returns its content."""
     from harnessrl_jax import loop
-    from harnessrl_jax.eval import eval_tasks, evaluate, restore_policy
+    from harnessrl_jax.eval import eval_tasks, evaluate, restore_policy, save_eval, split_label
 
     run = loop.setup(config)
     try:
@@ -53,18 +52,8 @@ def run_eval(config, workdir: str, *, step: int | None = None, split: str = "hel
         result = evaluate(run, tasks, num_samples=n, seed=seed, progress=logging.info)
     finally:
         run.close()
-    source = config.tasks.source
-    label = tasks_path or (f"{config.tasks.name}/{split or config.tasks.split}" if source == "bundled" else source)
-    summary = {"step": step, "split": label,
-               "config": config.model_name, "seed": seed, **result.summary()}
-    path = out or os.path.join(workdir, "eval.json")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
-    return summary
+    return save_eval(out or os.path.join(workdir, "eval.json"), result, step=step,
+                     split=split_label(config, split, tasks_path), model=config.model_name, seed=seed)
 
 
 def main(argv):

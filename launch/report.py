@@ -16,14 +16,11 @@ import os
 import sys
 from typing import Any, Sequence
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # a checkout runs uninstalled
+
+from harnessrl_jax.eval.tables import read_jsonl  # noqa: E402,F401  (also used by launch/demo.py)
+
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-
-
-def read_jsonl(path: str) -> list[dict[str, Any]]:
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def _finite(v) -> bool:
@@ -103,40 +100,35 @@ PLOTS = (
 
 
 def summary_rows(metrics: list[dict], records: list[dict]) -> list[tuple[str, str]]:
-    """(name, value) pairs of the run's headline numbers (the demo prints them as a table)."""
-    if not metrics:
+    """(name, value) pairs of the run's headline numbers (harnessrl_jax.eval.tables; the demo prints them)."""
+    from harnessrl_jax.eval.tables import INTERFACES, stats_from_records
+
+    s = stats_from_records(metrics, records)
+    if not s["steps"]:
         return [("steps", "0")]
+    k = int(s["k"])
 
-    def mean(key, rows=metrics):
-        v = [m[key] for m in rows if _finite(m.get(key))]
-        return sum(v) / len(v) if v else float("nan")
+    def pct(x):
+        return "n/a" if not math.isfinite(x) else f"{x:.1%}"
 
-    k = max(1, min(3, len(metrics) // 3))
-    first, last = metrics[:k], metrics[-k:]
-    measured = [r for r in records if r["verdict"] in ("accepted", "rejected")]
-    accepted = [r for r in measured if r["verdict"] == "accepted"]
-    total_time = sum(m.get("time/step", 0.0) for m in metrics)
-    evolver_time = sum(m.get("time/evolver", 0.0) for m in metrics)
-    last_m = metrics[-1]
-    rows = [
-        ("steps", str(metrics[-1]["step"])),
-        (f"reward, first {k} -> last {k} steps", f"{mean('reward/mean', first):.1f} -> {mean('reward/mean', last):.1f}"),
-        (f"oracle score, first {k} -> last {k}",
-         f"{mean('oracle/score_mean', first):.1f} -> {mean('oracle/score_mean', last):.1f}"),
-        ("reward-oracle agreement (mean)", f"{mean('oracle/agreement'):.3f}"),
-        ("zero-variance groups (mean)", f"{mean('reward/zero_variance_fraction'):.2f}"),
-        ("candidates measured / accepted / rejected", f"{len(measured)} / {len(accepted)} / "
-                                                      f"{len(measured) - len(accepted)}"),
-        ("accepted by interface", ", ".join(f"{i} {sum(r['interface'] == i for r in accepted)}"
-                                            for i in ("sampling", "guidance", "rubric"))),
-        ("critic acceptance rate", f"{len(accepted) / len(measured):.2f}" if measured else "n/a"),
-        ("reversal rate", f"{last_m.get('harness/reversal_rate', float('nan')):.3f}"),
-        ("guidance fields per task (end)", f"{last_m.get('guidance/fields_per_task', 0.0):.2f}"),
-        ("down-weighted tasks (end)", f"{last_m.get('sampling/downweighted_share', 0.0):.2f}"),
-        ("evolver share of step time", f"{evolver_time / total_time:.1%}" if total_time else "n/a"),
-        ("wall time of the steps", f"{total_time:.0f} s"),
+    return [
+        ("steps", str(int(s["steps"]))),
+        (f"reward, first {k} -> last {k} steps", f"{s['reward_first']:.1f} -> {s['reward_last']:.1f}"),
+        (f"oracle score, first {k} -> last {k}", f"{s['oracle_first']:.1f} -> {s['oracle_last']:.1f}"),
+        ("reward-oracle agreement (mean)", f"{s['oracle_agreement']:.3f}"),
+        ("zero-variance groups (mean)", f"{s['zero_variance']:.2f}"),
+        ("candidates measured / accepted / rejected",
+         f"{int(s['measured'])} / {int(s['accepted'])} / {int(s['measured'] - s['accepted'])}"),
+        ("accepted by interface", ", ".join(f"{i} {int(s[f'accepted_{i}'])}" for i in INTERFACES)),
+        ("critic acceptance rate", "n/a" if not math.isfinite(s["acceptance_rate"]) else
+         f"{s['acceptance_rate']:.2f}"),
+        ("reversal rate", f"{s['reversal_rate']:.3f}"),
+        ("guidance fields per task (end)", f"{0.0 if math.isnan(s['guidance_fields']) else s['guidance_fields']:.2f}"),
+        ("down-weighted tasks (end)",
+         f"{0.0 if math.isnan(s['downweighted_share']) else s['downweighted_share']:.2f}"),
+        ("evolver share of step time", pct(s["evolver_share"])),
+        ("wall time of the steps", f"{s['step_seconds']:.0f} s"),
     ]
-    return rows
 
 
 def _action_name(r: dict) -> str:

@@ -1,8 +1,11 @@
 """Evaluation: a policy's held-out score under the seed rubrics and the oracle, the criterion failure taxonomy
 (`evaluate`), and bootstrap intervals (`stats`). `launch/eval.py` evaluates a run's checkpoint into eval.json;
-`launch/compare.py` compares methods over seeds with paired intervals."""
+`launch/compare.py` compares methods over seeds with paired intervals; `tables` builds the paper's tables from run
+directories."""
 
-from harnessrl_jax.eval.evaluate import TAXONOMY, EvalResult, eval_tasks, evaluate, restore_policy, taxonomy_counts
+from harnessrl_jax.eval.evaluate import (TAXONOMY, EvalResult, eval_tasks, evaluate, restore_policy, save_eval,
+                                          split_label, taxonomy_counts)
 from harnessrl_jax.eval.stats import bootstrap_mean, paired_bootstrap
 
-__all__ = ["TAXONOMY", "EvalResult", "bootstrap_mean", "eval_tasks", "evaluate", "restore_policy", "paired_bootstrap", "taxonomy_counts"]
+__all__ = ["TAXONOMY", "EvalResult", "bootstrap_mean", "eval_tasks", "evaluate", "paired_bootstrap", "restore_policy",
+           "save_eval", "split_label", "taxonomy_counts"]

@@ -94,6 +94,29 @@ def taxonomy_counts(tasks: Sequence[Task], scores: Sequence[np.ndarray]) -> dict
     return counts
 
 
+def split_label(config, split: str = "heldout", path: str = "") -> str:
+    """What eval_tasks(run, split, path) evaluates on, for the record: the file, '<set>/<split>' or the source."""
+    if path:
+        return path
+    if config.tasks.source == "bundled":
+        return f"{config.tasks.name}/{split or config.tasks.split}"
+    return config.tasks.source
+
+
+def save_eval(path: str, result: EvalResult, *, step: int, split: str, model: str, seed: int) -> dict[str, Any]:
+    """Writes eval.json (launch/eval.py's schema) atomically; returns its content."""
+    import json
+
+    summary = {"step": step, "split": split, "config": model, "seed": seed, **result.summary()}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+    return summary
+
+
 def eval_tasks(run, split: str = "heldout", path: str = "") -> list[Task]:
     """The tasks to evaluate for `run`: a JSONL file (`path`), another split of a bundled set (`split`; '' keeps
     the config's), or the config's own; tasks whose bare prompt exceeds max_prompt_len are left out, as in
