@@ -153,9 +153,15 @@ def _attention(q, k, v, mask, config: ModelConfig):
     return out.reshape(b, t, config.q_dim)
 
 
+def _dense(x: jax.Array, w: jax.Array) -> jax.Array:
+    """x [..., D] @ w [D, F] as one 2-D matmul over the flattened leading axes (XLA's CPU backend runs 2-D GEMMs,
+    and their gradients, faster than batched 3-D dots)."""
+    return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])
+
+
 def _qkv(lp, h, positions, config: ModelConfig):
     b, t, _ = h.shape
-    q, k, v = h @ lp["wq"], h @ lp["wk"], h @ lp["wv"]
+    q, k, v = _dense(h, lp["wq"]), _dense(h, lp["wk"]), _dense(h, lp["wv"])
     if config.attention_bias:
         q, k, v = q + lp["bq"], k + lp["bk"], v + lp["bv"]
     q = q.reshape(b, t, config.num_heads, config.head_dim)
@@ -169,7 +175,7 @@ def _qkv(lp, h, positions, config: ModelConfig):
 
 def _mlp(lp, x, config: ModelConfig):
     h = rms_norm(x, lp["mlp_norm"], config.rms_norm_eps)
-    return (jax.nn.silu(h @ lp["w_gate"]) * (h @ lp["w_up"])) @ lp["w_down"]
+    return _dense(jax.nn.silu(_dense(h, lp["w_gate"])) * _dense(h, lp["w_up"]), lp["w_down"])
 
 
 def _cast(params: Params, config: ModelConfig) -> Params:
@@ -211,7 +217,7 @@ def hidden_states(
     def layer(x, lp):
         h = rms_norm(x, lp["attn_norm"], config.rms_norm_eps)
         q, k, v = _qkv(lp, h, positions, config)
-        x = x + _attention(q, k, v, mask, config) @ lp["wo"]
+        x = x + _dense(_attention(q, k, v, mask, config), lp["wo"])
         return constrain(x + _mlp(lp, x, config), "hidden"), None
 
     if config.remat:
@@ -257,7 +263,7 @@ def forward_cached(
         cv = jax.lax.dynamic_update_slice(cv, v[None].astype(cv.dtype), (li, 0, index, 0, 0))
         k_all = jax.lax.dynamic_index_in_dim(ck, li, keepdims=False)
         v_all = jax.lax.dynamic_index_in_dim(cv, li, keepdims=False)
-        x = x + _attention(q, k_all, v_all, mask, config) @ lp["wo"]
+        x = x + _dense(_attention(q, k_all, v_all, mask, config), lp["wo"])
         return (x + _mlp(lp, x, config), ck, cv), None
 
     x = params["embed"][tokens]
