@@ -164,7 +164,7 @@ def setup(config) -> Run:
                     config.get("mini_batches", 1) * config.micro_batches * trainer.data_parallel)
     seq_len = round_up(config.max_prompt_len + guidance_budget(config) + config.max_new_tokens, 8)
     logging.info("model %s (%.1fM params, compute %s), %d tasks, mesh %s, batch %d x %d tokens",
-                 config.model_name, sum(np.size(p) for p in jax.tree.leaves(params)) / 1e6,
+                 config.model_name, model_config.num_params() / 1e6,
                  model_config.compute_dtype, len(kept),
                  dict(mesh.shape), rows, seq_len)
     return Run(config, trainer.model_config, tokenizer, kept, trainer, engine, ref_params, params, seq_len, rows,
@@ -346,8 +346,6 @@ def oracle_agreement(rewards: np.ndarray, oracle: np.ndarray) -> tuple[int, int]
 def oracle_scores(tasks: Sequence[Task], responses: Sequence[Sequence[str]]) -> np.ndarray:
     """[T, J] oracle score of each rollout: its task's `oracle_criteria`, rule criteria only (analysis, never
     training); NaN for a task without rule oracle criteria."""
-    from harnessrl_jax.rubric.judges import RuleJudge
-
     judge = RuleJudge()
     out = np.full((len(tasks), len(responses[0]) if len(responses) else 0), np.nan)
     for i, (task, rs) in enumerate(zip(tasks, responses)):
@@ -387,8 +385,7 @@ def grpo_step(run: Run, state: TrainState, position: DataPosition, step: int):
     _, rewards, reward_metrics = score_responses(run.judge, tasks, responses)
     advantages, adv_metrics = compute_advantages(rewards, config.advantage)
     reward_metrics.update(oracle_metrics(tasks, responses, rewards))
-    timings["time/reward"] = time.perf_counter() - start
-    timings["time/judge"] = timings["time/reward"]
+    timings["time/judge"] = time.perf_counter() - start
 
     start = time.perf_counter()
     state, train_metrics = train_on_rollouts(run, state, rollouts, advantages, u)

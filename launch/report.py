@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # a checkout runs uninstalled
 
-from harnessrl_jax.eval.tables import read_jsonl  # noqa: E402,F401  (also used by launch/demo.py)
+from harnessrl_jax.eval.tables import INTERFACES, read_jsonl, stats_from_records  # noqa: E402
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
@@ -101,8 +101,6 @@ PLOTS = (
 
 def summary_rows(metrics: list[dict], records: list[dict]) -> list[tuple[str, str]]:
     """(name, value) pairs of the run's headline numbers (harnessrl_jax.eval.tables; the demo prints them)."""
-    from harnessrl_jax.eval.tables import INTERFACES, stats_from_records
-
     s = stats_from_records(metrics, records)
     if not s["steps"]:
         return [("steps", "0")]

@@ -105,10 +105,10 @@ class Progress:
                        f"{metrics['sampling/downweighted_share']:.2f} (evolver {metrics['time/evolver']:.2f}s, "
                        f"critic {metrics['time/critic']:.2f}s)")
         logging.info("step %d/%d | reward %.2f | oracle %.2f | loss %.4f | kl %.2e | entropy %.3f | gap %.2e | "
-                     "%.2f s/step (rollout %.2f, reward %.2f, train %.2f)%s | ETA %s", step, self.last,
+                     "%.2f s/step (rollout %.2f, judge %.2f, train %.2f)%s | ETA %s", step, self.last,
                      metrics["reward/mean"], metrics.get("oracle/score_mean", float("nan")), metrics["train/loss"],
                      metrics["train/kl"], metrics["train/entropy"], metrics.get("train/engine_gap", float("nan")),
-                     per_step, metrics["time/rollout"], metrics["time/reward"], metrics["time/train"], harness, eta)
+                     per_step, metrics["time/rollout"], metrics["time/judge"], metrics["time/train"], harness, eta)
 
 
 # ------------------------------------------------------------------------------------------------- main

@@ -35,7 +35,7 @@ def test_tiny_model_learns_the_toy_rule_task(tmp_path):
     assert sum(reward[-5:]) / 5 > 0.8, reward  # and it stays there
 
     first = metrics[0]
-    for key in ("time/rollout", "time/reward", "time/train", "time/step", "train/loss", "train/kl",
+    for key in ("time/rollout", "time/judge", "time/train", "time/step", "train/loss", "train/kl",
                 "train/entropy", "train/clip_low", "train/clip_high", "train/engine_gap", "train/grad_norm",
                 "train/lr", "advantage/abs_mean", "reward/zero_variance_fraction", "rollout/length_mean"):
         assert key in first, key

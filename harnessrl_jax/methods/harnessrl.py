@@ -57,7 +57,6 @@ from harnessrl_jax.harness.ops import INTERFACES
 from harnessrl_jax.harness.render import render_prompt, task_fields
 from harnessrl_jax.harness.state import GAMMAS, NUM_LEVELS
 from harnessrl_jax.memory import DEFAULT_EMBEDDER, DrawRecord, Memory
-from harnessrl_jax.rubric.reward import rubric_reward
 from harnessrl_jax.rubric.schema import Task
 
 log = logging.getLogger(__name__)
@@ -231,9 +230,8 @@ class HarnessRL:
 
         # --- judge
         start = time.perf_counter()
-        S = self._score(tasks, responses, [H.criteria(t.id) for t in tasks])
-        rewards = np.stack([rubric_reward(H.points(t.id), s) for t, s in zip(tasks, S)])
-        metrics = loop.oracle_metrics(tasks, responses, rewards)
+        S, rewards, metrics = loop.score_responses(self.judge, tasks, responses, [H.criteria(t.id) for t in tasks])
+        metrics.update(loop.oracle_metrics(tasks, responses, rewards))
         timings["time/judge"] = time.perf_counter() - start
 
         # --- evolver (attributor -> proposer -> critic) and memory
@@ -257,8 +255,8 @@ class HarnessRL:
         start = time.perf_counter()
         train_rewards = rewards
         if cfg.harness.advantages_rubric == "after":
-            S_after = self._score(tasks, responses, [H_next.criteria(t.id) for t in tasks])
-            train_rewards = np.stack([rubric_reward(H_next.points(t.id), s) for t, s in zip(tasks, S_after)])
+            _, train_rewards, _ = loop.score_responses(self.judge, tasks, responses,
+                                                       [H_next.criteria(t.id) for t in tasks])
         elif cfg.harness.advantages_rubric != "before":
             raise ValueError(f"harness.advantages_rubric must be 'before' or 'after', got "
                              f"{cfg.harness.advantages_rubric!r}")
@@ -275,7 +273,6 @@ class HarnessRL:
         state, train_metrics = loop.train_on_rollouts(run, state, rollouts, advantages, u)
         run.engine.update_weights(loop.engine_params(state.params))
         timings["time/train"] = time.perf_counter() - start
-        timings["time/reward"] = timings["time/judge"]  # the progress line's name for it
 
         self.harness = H_next
         metrics.update(self._harness_metrics(result, H, H_next, idx, rendered, timer))
@@ -285,7 +282,6 @@ class HarnessRL:
             "rollout/length_mean": float(rollouts.lengths.mean()),
             "rollout/stop_fraction": float(np.mean([r == "stop" for r in rollouts.finish_reason])),
             "judge/dropped_llm_criteria": float(self.dropped_llm),
-            "judge/judged_fraction": float(np.mean([np.mean(~np.isnan(s)) for s in S])),
         })
         return state, {**metrics, **train_metrics, **timings}, result.harness_records()
 
