@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install clean
+.PHONY: demo test test-fast install clean
 
 $(STAMP): setup.py Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests
+
+# The same suite without the end-to-end tests marked slow.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" tests
 
 clean:
 	rm -rf $(VENV) *.egg-info

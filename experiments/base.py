@@ -1,10 +1,37 @@
 """Defaults every experiment starts from; not a runnable config by itself.
 
 Experiments call `get_config()` here and override what differs. Parts are chosen by name (model_name, method,
-tasks.source, advantage, loss.name) and each part's own settings sit in the sub-dict beside its name.
+tasks.source, advantage, loss.name) and each part's own settings sit in the sub-dict beside its name. A config's
+argument is a comma-separated list of options (`rubric_mix_4b.py:cpu,method=grpo`), parsed by `parse_arg`.
 """
 
 import ml_collections
+
+
+def parse_arg(arg, **defaults):
+    """The options of a config argument: 'cpu,method=grpo' -> {cpu: True, method: 'grpo', ...defaults}.
+
+    `name=value` sets an option, a bare `name` sets it to True; values are converted to the type of the option's
+    default (bool from true/false/1/0). An option without a default is an error naming the known ones.
+    """
+    opts = ml_collections.ConfigDict(dict(defaults))
+    for part in filter(None, (p.strip() for p in (arg or "").split(","))):
+        name, eq, value = part.partition("=")
+        name = name.strip()
+        if name not in defaults:
+            raise ValueError(f"unknown config option {name!r} in {arg!r}; known: {', '.join(sorted(defaults))}")
+        default = defaults[name]
+        if not eq:
+            if not isinstance(default, bool):
+                raise ValueError(f"config option {name!r} needs a value ({name}=...), in {arg!r}")
+            opts[name] = True
+        elif isinstance(default, bool):
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(f"config option {name}={value!r}: expected true or false")
+            opts[name] = value.lower() in ("true", "1")
+        else:
+            opts[name] = type(default)(value) if default is not None else value
+    return opts
 
 
 def get_config(arg=None):

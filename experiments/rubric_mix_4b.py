@@ -8,7 +8,7 @@
         --config.model_name=/models/Qwen3-4B --config.tasks.path=/data/rubric_mix_10k.jsonl \\
         --config.judge.base_url=http://judge:30000/v1 --config.judge.model=gemma-4-31b-it \\
         --config.harness.cold_start=$RUN/cold_start.json
-    python launch/train.py --config=experiments/rubric_mix_4b.py:grpo ...                # the GRPO baseline
+    python launch/train.py --config=experiments/rubric_mix_4b.py:method=grpo ...         # the GRPO baseline
 
 Nothing is downloaded: model_name is a local HF directory (config.json + *.safetensors + tokenizer files) and
 tasks.path a local JSONL task file. The paper's policy is Qwen3.5-4B, whose hybrid architecture (Gated DeltaNet +
@@ -23,8 +23,9 @@ from experiments import base
 
 
 def get_config(arg=None):
-    c = base.get_config(arg)
-    c.method = "harnessrl"
+    opts = base.parse_arg(arg, method="harnessrl")
+    c = base.get_config()
+    c.method = opts.method
     c.total_steps = 500
     c.model_name = "qwen3-4b"  # shapes only: point it at a local Qwen3-4B directory to train
     c.model = dict(compute_dtype="bfloat16", remat=True, init_std=0.02)
@@ -44,8 +45,4 @@ def get_config(arg=None):
     c.harness.max_guidance_tokens = 512
     c.harness.embedder = "default"  # the paper uses bge-base-en-v1.5: --config.harness.embedder=/models/bge-base-en-v1.5
     c.checkpoint = dict(every=25, max_to_keep=4, async_save=True)
-    if arg == "grpo":
-        c.method = "grpo"
-    elif arg:
-        raise ValueError(f"unknown variant {arg!r}; known: grpo")
     return c

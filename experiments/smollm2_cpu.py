@@ -1,9 +1,9 @@
 """SmolLM2-135M-Instruct with plain GRPO on the bundled mini set, on the CPU: short generations (`make demo`).
 
     python launch/train.py --config=experiments/smollm2_cpu.py --workdir=/tmp/smollm2_cpu
-    python launch/train.py --config=experiments/smollm2_cpu.py:harness --workdir=runs/demo   # what `make demo` runs
+    python launch/train.py --config=experiments/smollm2_cpu.py:method=harnessrl --workdir=runs/demo  # `make demo`
 
-`:harness` is HarnessRL (method=harnessrl) with the bundled MiniLM embedder for the memory's semantic index.
+Option `method=NAME` picks the method (grpo by default); the memory's semantic index uses the bundled MiniLM.
 
 Only `verifier:rule` criteria are scored (no LLM judge on the CPU default); the others count as not judged. Other
 tasks: `--config.tasks.source=jsonl --config.tasks.path=FILE.jsonl`. Needs the GGUF weights:
@@ -14,7 +14,9 @@ from experiments import base
 
 
 def get_config(arg=None):
-    c = base.get_config(arg)
+    opts = base.parse_arg(arg, method="grpo")
+    c = base.get_config()
+    c.method = opts.method
     c.total_steps = 20
     c.model_name = "smollm2-135m-instruct"
     c.tasks.source = "bundled"
@@ -31,9 +33,5 @@ def get_config(arg=None):
     c.micro_batches = 2  # 8 rows of 176 tokens: two slices keep the [rows, T, 49152] logits small
     c.mesh.num_devices = 1
     c.checkpoint.every = 5
-    if arg == "harness":
-        c.method = "harnessrl"
-        c.harness.max_guidance_tokens = 128  # a <criterion> and a short <reference>; longer fields: bare (counted)
-    elif arg:
-        raise ValueError(f"unknown variant {arg!r}; known: harness")
+    c.harness.max_guidance_tokens = 128  # a <criterion> and a short <reference>
     return c

@@ -1,12 +1,11 @@
 """Tiny random model learning a toy rule task on the CPU; seconds per step.
 
     python launch/train.py --config=experiments/tiny_cpu.py --workdir=/tmp/tiny_cpu
-    python launch/train.py --config=experiments/tiny_cpu.py:harness --workdir=/tmp/tiny_harness
+    python launch/train.py --config=experiments/tiny_cpu.py:method=harnessrl,tasks=harness --workdir=/tmp/tiny_h
 
-`:harness` runs HarnessRL on `toy.harness_tasks()` (a varying, a saturated and a blind criterion), with the record
-store as memory (no embedding model), so every evolver path runs in seconds: guidance for the blind word is
-measured and rejected (the random policy cannot use it), the saturated task is down-weighted once its previous
-record shows saturation.
+Options: `method=NAME` (any registered method, grpo by default); `tasks=letters` (the learnable letter task, the
+default) or `tasks=harness` (`toy.harness_tasks()`: a varying, a saturated and a blind criterion, 6 steps, so every
+evolver path runs in seconds). The memory is the record store only (no embedding model).
 
 A 2-layer model over a 48-character vocabulary (harnessrl_jax.toy) is asked "say q"; its rubric gives a point
 for at least one 'q' and a point for at least three in 8 tokens. Reward starts near 0.1 of the maximum (uniform
@@ -17,7 +16,9 @@ from experiments import base
 
 
 def get_config(arg=None):
-    c = base.get_config(arg)
+    opts = base.parse_arg(arg, method="grpo", tasks="letters")
+    c = base.get_config()
+    c.method = opts.method
     c.total_steps = 40
     c.model_name = "tiny"
     c.tasks.source = "toy"
@@ -34,13 +35,12 @@ def get_config(arg=None):
     c.optim.lr = 3e-3
     c.mesh.num_devices = 1
     c.checkpoint.every = 10
-    if arg == "harness":
-        c.method = "harnessrl"
+    c.harness.embedder = ""  # the time index only: no embedding model in the fast tests
+    c.harness.max_guidance_tokens = 96
+    if opts.tasks == "harness":
         c.total_steps = 6
         c.tasks.source = "toy_harness"
         c.tasks_per_step = 2
-        c.harness.embedder = ""  # the time index only: no embedding model in the fast tests
-        c.harness.max_guidance_tokens = 96
-    elif arg:
-        raise ValueError(f"unknown variant {arg!r}; known: harness")
+    elif opts.tasks != "letters":
+        raise ValueError(f"tiny_cpu.py: tasks={opts.tasks!r}; known: letters, harness")
     return c

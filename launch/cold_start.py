@@ -1,7 +1,7 @@
 """Memory cold start: the seed policy over the training tasks -> cold_start.json (HarnessRL sec. 4.4).
 
-    python launch/cold_start.py --config=experiments/smollm2_cpu.py:harness --out=runs/cold_start.json
-    python launch/train.py --config=experiments/smollm2_cpu.py:harness --workdir=runs/h \
+    python launch/cold_start.py --config=experiments/smollm2_cpu.py:method=harnessrl --out=runs/cold_start.json
+    python launch/train.py --config=experiments/smollm2_cpu.py:method=harnessrl --workdir=runs/h \
         --config.harness.cold_start=runs/cold_start.json
 
 Loads the config's policy (the seed policy: config.model_name, no checkpoint), its training tasks as HarnessRL

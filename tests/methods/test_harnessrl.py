@@ -29,7 +29,7 @@ METRIC_KEYS = (
 
 def run_train(workdir, *overrides, timeout=600):
     cmd = [sys.executable, os.path.join(REPO, "launch", "train.py"), f"--workdir={workdir}",
-           "--config=experiments/tiny_cpu.py:harness", *overrides]
+           "--config=experiments/tiny_cpu.py:method=harnessrl,tasks=harness", *overrides]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr[-4000:]
     return out.stderr
@@ -141,7 +141,7 @@ def test_cold_start_launcher_measures_the_seed_policy_and_training_reads_it(tmp_
     """launch/cold_start.py on the tiny config: the bands re-derived with NumPy from its saved score matrices, the
     rule judge's zero grading noise, and a HarnessRL run that starts from the file's anchors and bands."""
     out = tmp_path / "cold_start.json"
-    cmd = [sys.executable, os.path.join(REPO, "launch", "cold_start.py"), "--config=experiments/tiny_cpu.py:harness",
+    cmd = [sys.executable, os.path.join(REPO, "launch", "cold_start.py"), "--config=experiments/tiny_cpu.py:method=harnessrl,tasks=harness",
            f"--out={out}", "--groups=8", "--regradings=1"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -67,7 +67,7 @@ def test_restore_without_a_checkpoint_says_where_it_looked(tmp_path):
             ckpt.restore(trainer.abstract_state())
 
 
-@pytest.mark.parametrize("spec", ["tiny_cpu.py", "tiny_cpu.py:harness"])
+@pytest.mark.parametrize("spec", ["tiny_cpu.py", "tiny_cpu.py:method=harnessrl,tasks=harness"])
 def test_resume_is_exact_through_launch_train(tmp_path, spec):
     """4 steps straight vs 2 steps, stop, resume, 2 steps: bitwise-equal params, optimiser state and metrics; for
     HarnessRL also the harness state, the memory positions and harness.jsonl."""
