@@ -22,7 +22,7 @@ def tiny_run():
     sys.path.insert(0, REPO)
     from experiments import tiny_cpu
 
-    config = tiny_cpu.get_config("harness")  # toy tasks with a varying, a saturated and a blind criterion
+    config = tiny_cpu.get_config("method=harnessrl,tasks=harness")  # toy tasks with a varying, a saturated and a blind criterion
     return loop.setup(config)
 
 

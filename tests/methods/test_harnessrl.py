@@ -108,7 +108,7 @@ def tiny_harness_config(**harness):
     sys.path.insert(0, REPO)
     from experiments import tiny_cpu
 
-    config = tiny_cpu.get_config("harness")
+    config = tiny_cpu.get_config("method=harnessrl,tasks=harness")
     config.harness.update(harness)
     return config
 
