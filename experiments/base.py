@@ -5,6 +5,8 @@ tasks.source, advantage, loss.name) and each part's own settings sit in the sub-
 argument is a comma-separated list of options (`rubric_mix_4b.py:cpu,method=grpo`), parsed by `parse_arg`.
 """
 
+import dataclasses
+
 import ml_collections
 
 
@@ -35,10 +37,13 @@ def parse_arg(arg, **defaults):
 
 
 def get_config(arg=None):
+    from harnessrl_jax.evolver import AttributorConfig, ProposerConfig
+
     del arg
     c = ml_collections.ConfigDict()
     c.seed = 0
-    c.method = "grpo"  # harnessrl_jax.methods: grpo (every interface frozen) | harnessrl
+    # harnessrl_jax.methods: grpo (every interface frozen) | harnessrl; each method is a description of parts.
+    c.method = "grpo"
     c.total_steps = 500  # HarnessRL: 500 GRPO steps
 
     # Policy: a preset name or path for load_pretrained, or "tiny" (random, character vocabulary).
@@ -46,8 +51,11 @@ def get_config(arg=None):
     c.model = dict(compute_dtype="float32", remat=False, init_std=0.02)
 
     # Tasks: "bundled" reads a set shipped with the package (harnessrl_jax/data/<name>/<split>.jsonl), "jsonl"
-    # any task file (rubric.schema.load_tasks), "toy" builds the letter tasks in code.
-    c.tasks = dict(source="bundled", name="mini", split="train", path="", letters="q", thresholds=(1, 3))
+    # any task file (rubric.schema.load_tasks), "toy" builds the letter tasks in code. `sampler`: 'harness' draws
+    # i.i.d. from the harness's Cat(p_t) (every method, so methods differ only in their parts); 'epoch' draws
+    # uniformly without replacement per epoch (only where the sampling interface is frozen).
+    c.tasks = dict(source="bundled", name="mini", split="train", path="", letters="q", thresholds=(1, 3),
+                   sampler="harness")
 
     # Rollouts (HarnessRL: 512 tasks x J = 8 per step, temperature 1.0).
     c.tasks_per_step = 512
@@ -71,10 +79,12 @@ def get_config(arg=None):
     # Mesh over all devices (num_devices 0) or the first num_devices; -1 takes what the others leave.
     c.mesh = dict(data=1, fsdp=-1, tensor=1, num_devices=0)
 
-    # The harness (method=harnessrl); ignored by grpo. Ablations: no_critic (every valid candidate accepted
-    # unmeasured), no_memory (no time or semantic index), only_guidance / only_rubric (the other interfaces frozen).
+    # The harness and its evolver. Which interfaces move is the method's (grpo: none; harnessrl: all three, or one
+    # with only_guidance / only_rubric / only_sampling); the attributor runs for every method (failure shares are
+    # measured the same way for all). Ablations: no_critic (every valid candidate accepted unmeasured), no_memory
+    # (no time or semantic index: the attributor judges each group alone, no donors, no update history).
     c.harness = dict(
-        no_critic=False, no_memory=False, only_guidance=False, only_rubric=False,
+        no_critic=False, no_memory=False, only_guidance=False, only_rubric=False, only_sampling=False,
         # 'guided': the loss sees the prompt the rollout was sampled in (the guidance fields included);
         # 'bare': the completion is re-packed after the bare prompt (RuscaRL), so train/engine_gap then measures
         # the context shift between the two.
@@ -82,24 +92,38 @@ def get_config(arg=None):
         # 'before': this step's advantages use the rubric the rollouts were graded with; 'after': regrade them with
         # the rubric the critic accepted this step before the train step.
         advantages_rubric="before",
-        cold_start="",  # path of a cold_start.json (bands, task-saturation threshold); "" = the values below
+        # Dataset reference responses describe the corpus only (paper sec. 5.1): nothing reads them unless this is
+        # on (never in a paper config).
+        use_dataset_reference=False,
+        cold_start="",  # path of a cold_start.json (bands, gammas, anchors, task-saturation threshold)
         guidance_band=(10.2, 28.0), rubric_band=(3.1, 28.0),  # the paper's calibrated bands, reward points
         sampling_gate="previous",  # critic condition (iv): 'previous' (paper) | 'current' | 'off'
         rounds=3,  # B
-        embedder="default",  # semantic index: the bundled MiniLM ("default"), a local model path, or "" (none)
-        max_guidance_tokens=256,  # prompt budget for mounted fields; a draw over it is rendered bare (counted)
-        # 'rule' (the CPU default): thresholds, reference keywords, merges, reweights; 'llm': the evolver model
-        # writes guidance and rubric candidates (evolver/prompts/proposer.txt; sampling stays with the rules).
+        # A hard filter rejecting, unmeasured, a candidate that would undo an update accepted within this many of
+        # the task's last draws; 0 (default) leaves reversals to the proposer (which sees the update history) and
+        # the critic, so the reversal rate measures them.
+        reversal_filter=0,
+        max_guidance_tokens=256,  # prompt budget for mounted fields (render.fit_fields shortens, else bare)
+        # 'rule' (the CPU default): thresholds, keywords, merges, reweights; 'llm': the evolver model writes
+        # guidance and rubric candidates (evolver/prompts/proposer.txt; sampling stays with the rules).
         proposer="rule",
         llm_check=False,  # the attributor's LLM hacking check (evolver/prompts/hacking_check.txt) on the evolver model
+        attributor=dataclasses.asdict(AttributorConfig()),  # evolver.attributor.AttributorConfig, every threshold
+        rules=dataclasses.asdict(ProposerConfig()),  # evolver.rule_proposer.ProposerConfig
     )
+    # The memory: record store (time index) and semantic index over criterion texts. `min_cosine` is the donor
+    # threshold and the near-duplicate threshold of the rule proposer; it is calibrated per embedder
+    # (`calibrated_for` names the one it was set for: the paper's 0.82 is bge-base-en-v1.5's; 0.82 for the bundled
+    # all-MiniLM-L6-v2 was set on this project's paraphrase / near-miss pairs, tests/memory/test_semantic.py).
+    c.memory = dict(embedder="default", min_cosine=0.82, calibrated_for="all-MiniLM-L6-v2", top_k=4, examples=2)
     # The evolver's model (proposer='llm', llm_check): an OpenAI-compatible server; an empty base_url and model take
     # config.judge's.
     c.evolver_model = dict(base_url="", model="", api_key_env="", structured_output="", max_tokens=1024)
-    # Judge for criteria not tagged verifier:rule. With no base_url they are dropped from the training rubric at
-    # start-up (the count is logged and in metrics as judge/dropped_llm_criteria); with one, they go to an
-    # OpenAI-compatible server (SGLang, vLLM, llama.cpp). Rule criteria always go to the rule checkers.
-    c.judge = dict(base_url="", model="", api_key_env="", structured_output="json_schema")
+    # The judge. Criteria tagged verifier:rule always go to the rule checkers; the others go to `kind`: 'rule' (no
+    # LLM judge: they are dropped from the training rubric at start-up, counted in judge/dropped_llm_criteria),
+    # 'openai' (an OpenAI-compatible server at base_url: SGLang, vLLM, llama.cpp) or 'anthropic' (the Messages API;
+    # base_url optional, key from api_key_env).
+    c.judge = dict(kind="rule", base_url="", model="", api_key_env="", structured_output="")
 
     c.report = True  # write report.html (launch/report.py) into the run directory at the end
 

@@ -3,17 +3,20 @@
     python launch/plan.py --config=experiments/rubric_mix_4b.py --devices=128          # memory / FLOPs per device
     python launch/cold_start.py --config=experiments/rubric_mix_4b.py --out=$RUN/cold_start.json \\
         --config.model_name=/models/Qwen3-4B --config.tasks.path=/data/rubric_mix_10k.jsonl \\
-        --config.judge.base_url=http://judge:30000/v1 --config.judge.model=gemma-4-31b-it
+        --config.judge.base_url=http://judge:30000/v1 --config.judge.model=gemma-4-31b-it \\
+        --config.memory.embedder=/models/bge-base-en-v1.5
     python launch/train.py --config=experiments/rubric_mix_4b.py --workdir=$RUN \\
         --config.model_name=/models/Qwen3-4B --config.tasks.path=/data/rubric_mix_10k.jsonl \\
         --config.judge.base_url=http://judge:30000/v1 --config.judge.model=gemma-4-31b-it \\
-        --config.harness.cold_start=$RUN/cold_start.json
+        --config.memory.embedder=/models/bge-base-en-v1.5 --config.harness.cold_start=$RUN/cold_start.json
     python launch/train.py --config=experiments/rubric_mix_4b.py:method=grpo ...         # the GRPO baseline
 
 Nothing is downloaded: model_name is a local HF directory (config.json + *.safetensors + tokenizer files) and
 tasks.path a local JSONL task file. The paper's policy is Qwen3.5-4B, whose hybrid architecture (Gated DeltaNet +
 gated attention) is not implemented yet; Qwen3-4B is the nearest dense model here ('qwen3-4b' names its shapes for
-launch/plan.py). The judge is any OpenAI-compatible server; without one only `verifier:rule` criteria are scored.
+launch/plan.py). The judge and the evolver model (LLM proposer and LLM hacking check, as the paper's three roles)
+are an OpenAI-compatible server (the paper's gemma-4-31B-it); the semantic index uses bge-base-en-v1.5 from a local
+directory with its 0.82 threshold (the bundled MiniLM is refused unless the threshold is recalibrated for it).
 The mesh spreads the parameters and optimiser state over every device (fsdp = -1) and computes in bfloat16 with
 float32 master weights and rematerialised layers. Response and prompt budgets are this config's choice (the paper
 does not state them).
@@ -43,6 +46,12 @@ def get_config(arg=None):
     c.micro_batches = 8
     c.mesh = dict(data=1, fsdp=-1, tensor=1, num_devices=0)
     c.harness.max_guidance_tokens = 512
-    c.harness.embedder = "default"  # the paper uses bge-base-en-v1.5: --config.harness.embedder=/models/bge-base-en-v1.5
+    c.harness.proposer = "llm"
+    c.harness.llm_check = True
+    c.judge.kind = "openai"  # --config.judge.base_url=http://HOST:PORT/v1 --config.judge.model=gemma-4-31b-it
+    # The paper's embedder and its threshold: --config.memory.embedder=/path/to/bge-base-en-v1.5
+    c.memory.embedder = "bge-base-en-v1.5"
+    c.memory.min_cosine = 0.82
+    c.memory.calibrated_for = "bge-base-en-v1.5"
     c.checkpoint = dict(every=25, max_to_keep=4, async_save=True)
     return c

@@ -33,5 +33,6 @@ def get_config(arg=None):
     c.micro_batches = 2  # 8 rows of 176 tokens: two slices keep the [rows, T, 49152] logits small
     c.mesh.num_devices = 1
     c.checkpoint.every = 5
-    c.harness.max_guidance_tokens = 128  # a <criterion> and a short <reference>
+    # A <criterion> and a <critique> take ~60 SmolLM2 tokens, a <reference> of two examples up to ~150 (cut to fit).
+    c.harness.max_guidance_tokens = 192
     return c

@@ -35,8 +35,10 @@ def get_config(arg=None):
     c.optim.lr = 3e-3
     c.mesh.num_devices = 1
     c.checkpoint.every = 10
-    c.harness.embedder = ""  # the time index only: no embedding model in the fast tests
-    c.harness.max_guidance_tokens = 96
+    c.memory.embedder = ""  # the time index only: no embedding model in the fast tests
+    # One token per character: a <criterion> and a <critique> take ~130 tokens, a <reference> up to 600 more (cut
+    # to fit by render.fit_fields), so guidance is sampled as proposed rather than dropped for length.
+    c.harness.max_guidance_tokens = 320
     if opts.tasks == "harness":
         c.total_steps = 6
         c.tasks.source = "toy_harness"

@@ -1,273 +1,101 @@
-"""One training step end to end (DESIGN.md), so far for plain GRPO: the harness with every interface frozen.
+"""One training step for any method (DESIGN "One training step"), and the stages it is made of.
 
-    tasks, u   = sample_tasks(...)              uniform sampling without replacement per epoch, so u = 1
-    prompts    = render_prompts(tasks, ...)     the chat template over each task's messages, no guidance
-    rollouts   = generate_rollouts(...)         n = J samples per prompt, token ids and logprobs kept
-    S, rewards = score_responses(judge, ...)    the run's judge per criterion -> S [K, J] -> rubric reward [J]
-    advantages = compute_advantages(rewards)    per-task group advantages
-    state      = train_on_rollouts(...)         the sharded step (rl/step.py)
-    engine.update_weights(state.params)
+    idx, u      = sampler.draw(H, seed, B)                  Cat(p_t) i.i.d. for every method (u = 1 / (N p_i))
+    groups      = sample_groups(run, tasks, fields, seed)   render (fields fitted to the budget), generate J, group
+    S, rewards  = score_responses(judge, tasks, ..., c_t)   the run's judge per criterion -> S [K, J] -> reward [J]
+    oracle      = oracle_metrics(tasks, responses, rewards) pair classes of reward vs the rule oracle (analysis)
+    result      = evolver.step(step, groups, H, memory)     attributor -> proposer -> critic; attributor only
+                                                            when the method freezes every interface
+    memory.append_step(step, draw records)
+    H'          = transitions.advance_schedule(result.state, step + 1)
+    advantages  = compute_advantages(rewards under c_t or c_{t+1})
+    state       = train_on_rollouts(run, state, rollouts in the guided or bare context, advantages, u)
 
-Each stage is its own function so a method can swap `sample_tasks`, `render_prompts` and the scoring, and insert
-memory, attributor, proposer and critic between scoring and training: `harnessrl_jax.methods.harnessrl` does (the
-full step of DESIGN.md). `setup` builds the parts a config names; `grpo_step` runs one plain GRPO step;
-`harnessrl_jax.methods` maps config.method to a method; launch/train.py owns the loop, logging and checkpoints.
+`Stepper` runs this for any `methods.Method`; the stages are plain functions, and `sample_groups` is the one place
+that renders, generates with the config's sampling settings and groups by task: training, the critic's
+resampling, evaluation and the cold start all call it, so they cannot drift apart. launch/train.py owns the loop
+over steps, logging and checkpoints.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
-from typing import Any, Callable, Sequence
+from collections import Counter
+from typing import Any, Sequence
 
 import jax
 import numpy as np
 
-from harnessrl_jax.models import init_params, load_pretrained, preset_config
-from harnessrl_jax.models.llama import ModelConfig, Params
-from harnessrl_jax.models.sharding import make_mesh
+from harnessrl_jax import build, configs
+from harnessrl_jax.eval import agreement
+from harnessrl_jax.evolver import (Attributor, ColdStart, Critic, CriticHooks, Evolver, Group, LLMHackingCheck,
+                                   LLMProposer, RuleProposer, task_slice)
+from harnessrl_jax.harness import HarnessState
+from harnessrl_jax.harness.render import fit_fields, render_prompt, task_fields
+from harnessrl_jax.harness.state import GAMMAS, NUM_LEVELS
+from harnessrl_jax.memory import DrawRecord, Memory
+from harnessrl_jax.methods import SAMPLERS, Method
 from harnessrl_jax.rl import grpo
-from harnessrl_jax.rl.batch import build_batch, round_up
-from harnessrl_jax.rl.optim import make_optimizer
-from harnessrl_jax.rl.step import LossSettings, Trainer, TrainState, metrics_to_host, to_host
-from harnessrl_jax.rollout import JaxEngine, Rollouts
-from harnessrl_jax.rubric import rules
-from harnessrl_jax.rubric.judges import Judge, RoutingJudge, RuleJudge, ScoreMatrix
-from harnessrl_jax.rubric.judges.base import check_batch
+from harnessrl_jax.rl.batch import build_batch
+from harnessrl_jax.rl.step import TrainState, metrics_to_host, to_host
+from harnessrl_jax.rollout import Rollouts
+from harnessrl_jax.rubric.judges import Judge, RuleJudge
 from harnessrl_jax.rubric.reward import rubric_reward
-from harnessrl_jax.rubric.schema import Task, load_tasks
+from harnessrl_jax.rubric.schema import Task
+from harnessrl_jax.words import INTERFACES, LABELS, Verdict
 
-# ------------------------------------------------------------------------------------------ parts by name
+log = logging.getLogger(__name__)
 
-
-def _tiny_model(config) -> tuple[ModelConfig, Params, Any]:
-    from harnessrl_jax import toy
-
-    tokenizer = toy.char_tokenizer()
-    model_config = preset_config("tiny").replace(vocab_size=round_up(tokenizer.vocab_size, 16), **_model_overrides(config))
-    params = init_params(model_config, jax.random.PRNGKey(config.seed), std=config.model.get("init_std", 0.02))
-    return model_config, params, tokenizer
-
-
-def _model_overrides(config) -> dict[str, Any]:
-    return {k: config.model[k] for k in ("compute_dtype", "remat") if k in config.model}
-
-
-# model_name -> (config -> (model config, params, tokenizer)); any other name goes to load_pretrained.
-MODELS: dict[str, Callable] = {"tiny": _tiny_model}
-
-def _toy_tasks(task_config) -> list[Task]:
-    from harnessrl_jax import toy
-
-    return toy.letter_tasks(task_config.letters, tuple(task_config.thresholds))
-
-
-def _bundled_tasks(task_config) -> list[Task]:
-    from harnessrl_jax import data
-
-    return data.load_split(task_config.name, task_config.split)
-
-
-def _toy_harness_tasks(task_config) -> list[Task]:
-    from harnessrl_jax import toy
-
-    return toy.harness_tasks()
-
-
-# tasks.source -> (config.tasks -> tasks).
-TASK_SOURCES: dict[str, Callable[[Any], list[Task]]] = {
-    "bundled": _bundled_tasks,  # a set shipped in harnessrl_jax/data (tasks.name, tasks.split)
-    "jsonl": lambda task_config: load_tasks(task_config.path),
-    "toy": _toy_tasks,
-    "toy_harness": _toy_harness_tasks,  # tasks that exercise every evolver path on a random model (tests)
-}
-
-
-def build_model(config) -> tuple[ModelConfig, Params, Any]:
-    """(model config, params, tokenizer) for config.model_name."""
-    if config.model_name in MODELS:
-        return MODELS[config.model_name](config)
-    model_config, params, tokenizer = load_pretrained(config.model_name, **_model_overrides(config))
-    if tokenizer is None:
-        raise ValueError(f"model {config.model_name!r} has no tokenizer files; the loop needs one")
-    return model_config, params, tokenizer
-
-
-def build_tasks(config) -> list[Task]:
-    """The training tasks of config.tasks.source, with every rule criterion's checker and kwargs validated."""
-    source = config.tasks.source
-    if source not in TASK_SOURCES:
-        raise ValueError(f"unknown task source {source!r}; known: {sorted(TASK_SOURCES)}")
-    if source == "jsonl" and not config.tasks.path:
-        raise ValueError("config.tasks.path is empty: point it at a JSONL task file (--config.tasks.path=...)")
-    tasks = TASK_SOURCES[source](config.tasks)
-    for task in tasks:
-        for c in task.criteria:
-            if c.verifier == "rule":  # fail at start-up, not hours into a run
-                try:
-                    rules.validate_kwargs(c.rule_id, c.rule_kwargs, prompt=_user_text(task))
-                except (KeyError, ValueError) as e:
-                    raise ValueError(f"task {task.id!r}, criterion {c.id!r}: {e}") from None
-    return tasks
-
-
-# ------------------------------------------------------------------------------------------------- set-up
-
-
-@dataclasses.dataclass
-class Run:
-    """The parts one training run is made of; built once by `setup`, read by every step."""
-
-    config: Any
-    model_config: ModelConfig
-    tokenizer: Any
-    tasks: list[Task]
-    trainer: Trainer
-    engine: JaxEngine
-    ref_params: Params | None
-    initial_params: Params  # host copy of the starting policy (the fresh train state is built from it)
-    seq_len: int
-    rows: int  # train batch rows: tasks_per_step * J, padded to the mesh and micro-batches
-    judge: Judge  # build_judge(config): rule checkers, and the LLM judge when config.judge.base_url is set
-
-    def close(self) -> None:
-        """Releases the judge's clients."""
-        self.judge.close()
-
-
-def within_prompt_budget(tasks: Sequence[Task], tokenizer, max_prompt_len: int) -> list[Task]:
-    """The tasks whose bare prompt fits in max_prompt_len tokens (the others are dropped with a warning)."""
-    lengths = [len(render_prompts([t], tokenizer)[0]) for t in tasks]
-    kept = [t for t, n in zip(tasks, lengths) if n <= max_prompt_len]
-    if len(kept) < len(tasks):
-        logging.warning("dropped %d of %d tasks whose prompt exceeds max_prompt_len=%d tokens",
-                        len(tasks) - len(kept), len(tasks), max_prompt_len)
-    if not kept:
-        raise ValueError(f"no task has a prompt within max_prompt_len={max_prompt_len} tokens")
-    return kept
-
-
-def setup(config) -> Run:
-    """Model, tokenizer, tasks, mesh, trainer and engine for `config`; no train state yet (see `initial_state`)."""
-    model_config, params, tokenizer = build_model(config)
-    kept = within_prompt_budget(build_tasks(config), tokenizer, config.max_prompt_len)
-
-    devices = jax.devices()[: config.mesh.num_devices] if config.mesh.get("num_devices", 0) else None
-    mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor, devices=devices)
-    optimizer, schedule = make_optimizer(config.optim)
-    trainer = Trainer(model_config, optimizer, mesh, LossSettings.from_config(_loss_config(config)),
-                      schedule=schedule, micro_batches=config.micro_batches)
-    ref_params = trainer.place_params(params) if config.loss.kl_coef else None
-    engine = JaxEngine(trainer.model_config, params, tokenizer)
-    rows = round_up(config.tasks_per_step * config.num_generations,
-                    config.get("mini_batches", 1) * config.micro_batches * trainer.data_parallel)
-    seq_len = round_up(config.max_prompt_len + guidance_budget(config) + config.max_new_tokens, 8)
-    logging.info("model %s (%.1fM params, compute %s), %d tasks, mesh %s, batch %d x %d tokens",
-                 config.model_name, model_config.num_params() / 1e6,
-                 model_config.compute_dtype, len(kept),
-                 dict(mesh.shape), rows, seq_len)
-    return Run(config, trainer.model_config, tokenizer, kept, trainer, engine, ref_params, params, seq_len, rows,
-               build_judge(config))
-
-
-def guidance_budget(config) -> int:
-    """Prompt tokens kept free for mounted guidance fields: 0 for plain GRPO (nothing is ever mounted)."""
-    return int(config.harness.max_guidance_tokens) if config.method != "grpo" and "harness" in config else 0
-
-
-def _loss_config(config) -> dict[str, Any]:
-    loss = dict(config.loss)
-    loss["tis_cap"] = loss.get("tis_cap") or None  # 0 in a config means off
-    return {**loss, "temperature": config.temperature}
-
-
-def initial_state(run: Run) -> TrainState:
-    """The train state at step 0: the starting policy, a zeroed optimiser, the run's root key."""
-    state = run.trainer.init_state(run.initial_params, jax.random.PRNGKey(run.config.seed))
-    run.engine.update_weights(engine_params(state.params))
-    return state
-
-
-def engine_params(params: Params) -> Params:
-    """The params the in-process engine samples with: the sharded arrays themselves on one host; with several
-    processes, a full host copy on each (every process then samples the same rollouts from the same seed)."""
-    if jax.process_count() == 1:
-        return params
-    from jax.experimental import multihost_utils
-    return multihost_utils.process_allgather(params, tiled=True)
-
-
-# -------------------------------------------------------------------------------------------- the stages
+# ------------------------------------------------------------------------------------------------ the stages
 
 
 @dataclasses.dataclass(frozen=True)
-class DataPosition:
-    """Where the task stream is: each epoch is a permutation seeded by (seed, epoch), read from `index` on."""
+class Groups:
+    """J responses per task from one engine call: rows of `rollouts` are task-major, `prompt_ids[i]` is the prompt
+    task i was sampled in. `guided[i]`: fields were mounted; `shortened[i]`: their texts were cut to fit the budget;
+    `over_budget[i]`: they did not fit even cut, so the task was sampled bare."""
 
-    epoch: int = 0
-    index: int = 0
-
-    def to_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, int]) -> "DataPosition":
-        return cls(int(d["epoch"]), int(d["index"]))
-
-
-def sample_tasks(num_tasks: int, batch_size: int, position: DataPosition, seed: int):
-    """(task indices, their importance weights u, next position): uniform without replacement within an epoch.
-
-    Sampling is uniform, so u = 1 / (N * p_i) = 1 for every task (the sampling interface later changes p).
-    """
-    picked, epoch, index = [], position.epoch, position.index
-    while len(picked) < batch_size:
-        order = np.random.default_rng((seed, epoch)).permutation(num_tasks)
-        take = order[index:index + batch_size - len(picked)]
-        picked.extend(int(i) for i in take)
-        index += len(take)
-        if index >= num_tasks:
-            epoch, index = epoch + 1, 0
-    return picked, np.ones(batch_size, np.float32), DataPosition(epoch, index)
+    prompt_ids: list[list[int]]
+    rollouts: Rollouts
+    responses: list[list[str]]
+    guided: list[bool]
+    shortened: list[bool]
+    over_budget: list[bool]
 
 
-def _user_text(task: Task) -> str:
-    return next((m["content"] for m in reversed(task.prompt) if m["role"] == "user"), "")
+def render_prompts(run: build.Run, tasks: Sequence[Task], fields: Sequence[Sequence[tuple[str, str]]] | None = None
+                   ) -> tuple[list[list[int]], list[bool], list[bool], list[bool]]:
+    """(prompt ids, guided, shortened, over budget) per task: the chat template over the task's messages with its
+    guidance fields (none when `fields` is None) fitted to run.prompt_limit tokens (`render.fit_fields`)."""
+    ids, guided, shortened, over = [], [], [], []
+    for n, task in enumerate(tasks):
+        fs = tuple(fields[n]) if fields is not None else ()
+        cut = False
+        if fs:
+            fitted, cut = fit_fields(run.tokenizer, task.prompt, fs, run.prompt_limit)
+            over.append(fitted is None)
+            fs = fitted or ()
+        else:
+            over.append(False)
+        ids.append(render_prompt(run.tokenizer, task.prompt, fs, tokenize=True))
+        guided.append(bool(fs))
+        shortened.append(cut)
+    return ids, guided, shortened, over
 
 
-def render_prompts(tasks: Sequence[Task], tokenizer) -> list[list[int]]:
-    """Token ids of each task's messages under the chat template, ending in the assistant's turn."""
-    return [tokenizer.apply_chat_template(list(t.prompt), add_generation_prompt=True, tokenize=True) for t in tasks]
-
-
-def generate_rollouts(engine, prompts: list[list[int]], config, seed: int) -> Rollouts:
-    """J samples per prompt from the engine, with the config's sampling settings."""
-    return engine.generate(prompts, n=config.num_generations, max_new_tokens=config.max_new_tokens,
-                           temperature=config.temperature, top_p=config.top_p, top_k=config.top_k, seed=seed)
-
-
-class Unjudged(Judge):
-    """The judge of LLM criteria when no LLM judge is configured: every cell not judged (NaN, status 'error')."""
-
-    name = "unjudged"
-
-    def score_batch(self, tasks, responses, criteria=None):
-        criteria = check_batch(tasks, responses, criteria)
-        return [ScoreMatrix.empty([c.id for c in cs], len(rs), self.name) for rs, cs in zip(responses, criteria)]
-
-
-def build_judge(config) -> Judge:
-    """Rule checkers for `verifier:rule`; an OpenAI-compatible judge for the rest when config.judge.base_url is set,
-    else those cells are not judged (NaN: the reward skips them)."""
-    j = config.judge
-    default: Judge = Unjudged()
-    if j.base_url:
-        from harnessrl_jax.rubric.judges import OpenAIJudge
-
-        default = OpenAIJudge(j.base_url, j.model, structured_output=j.structured_output,
-                              api_key_env=j.api_key_env or None)
-    return RoutingJudge(default, rule=RuleJudge())
+def sample_groups(run: build.Run, tasks: Sequence[Task], fields: Sequence[Sequence[tuple[str, str]]] | None = None,
+                  *, seed: int, n: int | None = None) -> Groups:
+    """n (default J) responses per task in one engine call, with the config's sampling settings."""
+    config = run.config
+    n = config.num_generations if n is None else n
+    ids, guided, shortened, over = render_prompts(run, tasks, fields)
+    rollouts = run.engine.generate(ids, n=n, max_new_tokens=config.max_new_tokens, temperature=config.temperature,
+                                   top_p=config.top_p, top_k=config.top_k, seed=int(seed) % (2**31 - 1))
+    texts = np.asarray(rollouts.texts, dtype=object).reshape(len(tasks), n)
+    return Groups(ids, rollouts, [list(t) for t in texts], guided, shortened, over)
 
 
 def score_responses(judge: Judge, tasks: Sequence[Task], responses: Sequence[Sequence[str]],
@@ -280,7 +108,8 @@ def score_responses(judge: Judge, tasks: Sequence[Task], responses: Sequence[Seq
     rewards = np.stack([rubric_reward(np.array([c.points for c in cs], np.float64), S)
                         for cs, S in zip(criteria, scores)])
     # failed cells of criteria a judge was asked about (not the ones left unjudged for want of an LLM judge)
-    failures = sum(int(m.failed[k].sum()) for m in mats for k, name in enumerate(m.judges) if name != Unjudged.name)
+    failures = sum(int(m.failed[k].sum()) for m in mats for k, name in enumerate(m.judges)
+                   if name != build.Unjudged.name)
     metrics = {"reward/judge_failures": float(failures),
                "reward/judged_fraction": float(np.mean([np.mean(~np.isnan(S)) for S in scores]))}
     return scores, rewards, metrics
@@ -298,15 +127,17 @@ def compute_advantages(rewards: np.ndarray, estimator: str) -> tuple[np.ndarray,
     return advantages, metrics
 
 
-def train_on_rollouts(run: Run, state: TrainState, rollouts: Rollouts, advantages: np.ndarray,
+def train_on_rollouts(run: build.Run, state: TrainState, rollouts: Rollouts, advantages: np.ndarray,
                       weights: np.ndarray) -> tuple[TrainState, dict[str, float]]:
-    """Pack the rollouts into the fixed-shape batch and run the sharded step; `state` is donated.
+    """Pack the rollouts into the fixed-shape batch and run the sharded step; `state` is donated. `weights` [T] is
+    each task's u, applied to every one of its rows.
 
     With config.mini_batches = n > 1 the batch is split into n consecutive row blocks, each one optimiser update;
     the old policy's logprobs of every block are computed before the first update. Metrics are the mean over the
     n updates.
     """
-    batch = build_batch(rollouts, advantages.reshape(-1), np.repeat(weights, run.config.num_generations),
+    J = rollouts.num_samples // len(rollouts.prompt_ids)
+    batch = build_batch(rollouts, advantages.reshape(-1), np.repeat(np.asarray(weights, np.float32), J),
                         seq_len=run.seq_len, pad_id=run.engine.pad_id, num_rows=run.rows)
     n = run.config.get("mini_batches", 1)
     if n == 1:
@@ -328,21 +159,6 @@ def step_seed(state: TrainState, step: int) -> int:
     return int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
 
 
-def oracle_agreement(rewards: np.ndarray, oracle: np.ndarray) -> tuple[int, int]:
-    """(agreeing, separated) rollout pairs within each group: among pairs whose oracle scores differ, those whose
-    training rewards order them the same way (a tie in reward does not agree). rewards, oracle: [T, J]."""
-    agree = separated = 0
-    for r, o in zip(np.asarray(rewards, np.float64), np.asarray(oracle, np.float64)):
-        ok = ~(np.isnan(r) | np.isnan(o))
-        r, o = r[ok], o[ok]
-        do = np.sign(o[:, None] - o[None, :])
-        dr = np.sign(r[:, None] - r[None, :])
-        upper = np.triu(np.ones_like(do, bool), 1) & (do != 0)
-        separated += int(upper.sum())
-        agree += int((upper & (dr == do)).sum())
-    return agree, separated
-
-
 def oracle_scores(tasks: Sequence[Task], responses: Sequence[Sequence[str]]) -> np.ndarray:
     """[T, J] oracle score of each rollout: its task's `oracle_criteria`, rule criteria only (analysis, never
     training); NaN for a task without rule oracle criteria."""
@@ -358,43 +174,272 @@ def oracle_scores(tasks: Sequence[Task], responses: Sequence[Sequence[str]]) -> 
 
 def oracle_metrics(tasks: Sequence[Task], responses: Sequence[Sequence[str]], rewards: np.ndarray
                    ) -> dict[str, float]:
-    """oracle/score_mean and oracle/agreement (rollout-pair agreement of reward and oracle orderings)."""
+    """oracle/score_mean and the reward-oracle pair classes over every pair of every group (eval.agreement):
+    shares (`oracle/pair_*`, `oracle/agreement` over all pairs, `oracle/agreement_separated`) and the counts
+    (`oracle/count/*`, summed over a window of steps by eval.tables)."""
     oracle = oracle_scores(tasks, responses)
-    agree, separated = oracle_agreement(rewards, oracle)
+    counts = agreement.total_counts(agreement.group_counts(r, o) for r, o in zip(rewards, oracle))
     valid = oracle[~np.isnan(oracle)]
-    return {"oracle/score_mean": float(valid.mean()) if valid.size else float("nan"),
-            "oracle/agreement": agree / separated if separated else float("nan"),
-            "oracle/separated_pairs": float(separated)}
+    out = {"oracle/score_mean": float(valid.mean()) if valid.size else float("nan"),
+           **agreement.agreement_metrics(counts)}
+    out.update({f"oracle/count/{k}": float(v) for k, v in counts.items()})
+    return out
 
 
-# ------------------------------------------------------------------------------------------------ the step
+# -------------------------------------------------------------------------------------------------- the step
 
 
-def grpo_step(run: Run, state: TrainState, position: DataPosition, step: int):
-    """One GRPO step: (new state, new data position, metrics with time by stage). `state` is donated."""
-    config, timings = run.config, {}
-    start = time.perf_counter()
-    picked, u, position = sample_tasks(len(run.tasks), config.tasks_per_step, position, config.seed)
-    tasks = [run.tasks[i] for i in picked]
-    prompts = render_prompts(tasks, run.tokenizer)
-    rollouts = generate_rollouts(run.engine, prompts, config, step_seed(state, step))
-    timings["time/rollout"] = time.perf_counter() - start
+def training_tasks(config, tasks: Sequence[Task]) -> tuple[list[Task], int]:
+    """(tasks as every method trains them, number of LLM criteria dropped): without an LLM judge (judge.kind
+    'rule') only rule criteria stay, and a task left with no positive criterion is dropped; dataset references are
+    removed unless config.harness.use_dataset_reference (they describe the corpus only: paper sec. 5.1)."""
+    keep_reference = bool(config.harness.get("use_dataset_reference", False))
+    out, dropped = [], 0
+    for t in tasks:
+        crits = t.criteria
+        if config.judge.kind == "rule":
+            crits = tuple(c for c in t.criteria if c.verifier == "rule")
+            dropped += len(t.criteria) - len(crits)
+        if any(c.points > 0 for c in crits):
+            out.append(dataclasses.replace(t, criteria=crits, reference=t.reference if keep_reference else None))
+    if len(out) < len(tasks):
+        log.warning("dropped %d tasks with no positive rule criterion (no LLM judge configured)",
+                    len(tasks) - len(out))
+    if not out:
+        raise ValueError("no task has a positive rule criterion: set --config.judge.kind and its server for an LLM "
+                         "judge")
+    return out, dropped
 
-    start = time.perf_counter()
-    responses = np.asarray(rollouts.texts, dtype=object).reshape(len(tasks), config.num_generations)
-    _, rewards, reward_metrics = score_responses(run.judge, tasks, responses)
-    advantages, adv_metrics = compute_advantages(rewards, config.advantage)
-    reward_metrics.update(oracle_metrics(tasks, responses, rewards))
-    timings["time/judge"] = time.perf_counter() - start
 
-    start = time.perf_counter()
-    state, train_metrics = train_on_rollouts(run, state, rollouts, advantages, u)
-    run.engine.update_weights(engine_params(state.params))
-    timings["time/train"] = time.perf_counter() - start
+def build_evolver(config, method: Method, memory: Memory | None, client=None) -> tuple[Evolver, ColdStart | None]:
+    """The evolver of `method` with config.harness's thresholds (or the cold start's), proposer and critic; with
+    no interface it only attributes. `client` is the evolver model's (build.build_evolver_client)."""
+    h = config.harness
+    cold = ColdStart.load(h.cold_start) if h.cold_start else None
+    if client is None and (h.proposer == "llm" or h.llm_check):
+        raise ValueError("config.harness.proposer='llm' / llm_check: build_evolver needs the evolver model's client")
+    embed, min_cosine = None, float(config.memory.min_cosine)
+    if memory is not None and memory.semantic is not None:
+        embed = memory.semantic.embedder.encode  # near-duplicate merges by embedding
+    rules = RuleProposer(configs.proposer_config(config), embed=embed, min_cosine=min_cosine,
+                         transitions=method.transitions)
+    proposer = LLMProposer(client, fallback=rules, transitions=method.transitions) if h.proposer == "llm" else rules
+    attributor = Attributor(configs.attributor_config(config, cold),
+                            llm_check=LLMHackingCheck(client) if h.llm_check else None)
+    critic = Critic(configs.bands(config, cold), transitions=method.transitions, enabled=method.critic,
+                    sampling_gate=h.sampling_gate)
+    return Evolver(attributor, proposer, critic, configs.evolver_config(config, method.interfaces),
+                   transitions=method.transitions), cold
 
-    rollout_metrics = {
-        "rollout/length_mean": float(rollouts.lengths.mean()),
-        "rollout/stop_fraction": float(np.mean([r == "stop" for r in rollouts.finish_reason])),
-    }
-    return state, position, {**reward_metrics, **adv_metrics, **rollout_metrics, **train_metrics, **timings}
 
+class Stepper:
+    """Runs one training step of any method description; holds what persists across steps (the harness, the
+    memory, the sampler) and writes it to / reads it from a checkpoint's `extra` slot."""
+
+    def __init__(self, run: build.Run, method: Method, workdir: str):
+        self.run, self.method, self.workdir, config = run, method, workdir, run.config
+        self.tasks, self.dropped_llm = training_tasks(config, run.tasks)
+        if self.dropped_llm:
+            log.warning("no LLM judge (config.judge.kind='rule'): %d LLM criteria dropped from the training rubric",
+                        self.dropped_llm)
+        self.sampler = SAMPLERS[method.sampler](len(self.tasks), seed=config.seed)
+        self.memory: Memory | None = None
+        self.client = None
+        self.harness: HarnessState | None = None
+        self.evolver: Evolver | None = None
+
+    # ----------------------------------------------------------------------------------------------- set-up
+
+    def start(self, extra: dict[str, Any] | None) -> None:
+        """Fresh (extra None) or resumed from a checkpoint's extra: the harness, the memory, the sampler."""
+        config = self.run.config
+        if self.method.memory:
+            positions = extra["memory"] if extra else -1  # fresh: drop whatever an earlier run left
+            self.memory = Memory.open(os.path.join(self.workdir, "memory"), embedder=configs.embedder(config),
+                                      positions=positions)
+        if not self.method.frozen:
+            self.client = build.build_evolver_client(config)
+        self.evolver, cold = build_evolver(config, self.method, self.memory, self.client)
+        if extra:
+            self.harness = HarnessState.from_dict(extra["harness"])
+            if self.harness.task_ids != tuple(t.id for t in self.tasks):
+                raise ValueError("the checkpoint's harness has other tasks than this config")
+            self.sampler.load_state_dict(extra.get("sampler") or {})
+        else:
+            self.harness = HarnessState.from_tasks(self.tasks, gammas=cold.gammas if cold else GAMMAS,
+                                                   anchors=cold.anchors if cold else None)
+            self.harness = self.method.transitions.advance_schedule(self.harness, 0, config.total_steps)
+            if self.memory is not None and self.memory.semantic is not None:
+                self.memory.add_criteria((t.id, c.id, c.text) for t in self.tasks for c in t.criteria)
+
+    def extra(self) -> dict[str, Any]:
+        """Everything the method needs to resume exactly (JSON)."""
+        return {"harness": self.harness.to_dict(), "sampler": self.sampler.state_dict(),
+                "memory": self.memory.save() if self.memory is not None else None}
+
+    def close(self) -> None:
+        if self.memory is not None:
+            self.memory.close()
+        if self.client is not None:
+            self.client.close()
+
+    # --------------------------------------------------------------------------------------------- the step
+
+    def step(self, state: TrainState, step: int):
+        """One step: (new train state, metrics, harness.jsonl lines). `state` is donated."""
+        run, cfg, method, H = self.run, self.run.config, self.method, self.harness
+        timings: dict[str, float] = {}
+
+        # --- sample tasks, render, roll out
+        start = time.perf_counter()
+        seed = step_seed(state, step)
+        idx, u = self.sampler.draw(H, seed, cfg.tasks_per_step)
+        tasks = [self.tasks[i] for i in idx]
+        groups = sample_groups(run, tasks, [task_fields(H.guidance, i) for i in idx], seed=seed)
+        timings["time/rollout"] = time.perf_counter() - start
+
+        # --- judge, and the oracle (analysis only)
+        start = time.perf_counter()
+        S, rewards, metrics = score_responses(run.judge, tasks, groups.responses, [H.criteria(t.id) for t in tasks])
+        metrics.update(oracle_metrics(tasks, groups.responses, rewards))
+        timings["time/judge"] = time.perf_counter() - start
+
+        # --- evolver (attributor -> proposer -> critic; the attributor alone for a frozen harness) and memory
+        start = time.perf_counter()
+        timer = {"critic": 0.0, "resampled": 0}
+        draws = [Group(t, tuple(r), s) for t, r, s in zip(tasks, groups.responses, S)]
+        result = self.evolver.step(step, draws, H, memory=self.memory, hooks=self._hooks(seed, timer))
+        if self.memory is not None:
+            self.memory.append_step(step, [
+                DrawRecord(step, t.id, tuple(c.id for c in H.rubric_of(t.id)),
+                           tuple(c.text for c in H.rubric_of(t.id)), tuple(r), s, rw,
+                           harness=task_slice(H, t.id),
+                           dynamics={"u": float(u[n]), "level": int(H.sampling.level[idx[n]]),
+                                     "guided": groups.guided[n]},
+                           **result.draw_fields(n))
+                for n, (t, r, s, rw) in enumerate(zip(tasks, groups.responses, S, rewards))])
+        H_next = method.transitions.advance_schedule(result.state, step + 1, cfg.total_steps)
+        timings["time/evolver"] = time.perf_counter() - start
+        timings["time/critic"] = timer["critic"]
+
+        # --- advantages under the rubric before or after this step's update
+        train_rewards = rewards
+        if method.advantages_rubric == "after":
+            start = time.perf_counter()
+            _, train_rewards, _ = score_responses(run.judge, tasks, groups.responses,
+                                                  [H_next.criteria(t.id) for t in tasks])
+            timings["time/judge"] += time.perf_counter() - start
+        advantages, adv_metrics = compute_advantages(train_rewards, cfg.advantage)
+
+        # --- train on the guided or the bare context
+        start = time.perf_counter()
+        rollouts = groups.rollouts
+        if method.loss_context == "bare":
+            rollouts = dataclasses.replace(rollouts, prompt_ids=render_prompts(run, tasks)[0])
+        state, train_metrics = train_on_rollouts(run, state, rollouts, advantages, u)
+        run.engine.update_weights(build.engine_params(state.params))
+        timings["time/train"] = time.perf_counter() - start
+
+        self.harness = H_next
+        metrics.update(self._harness_metrics(result, H, H_next, idx, groups, timer))
+        metrics.update(adv_metrics)  # reward/* of the rewards the advantages use
+        metrics["reward/graded_mean"] = float(np.nanmean(rewards))  # under the rubric the rollouts were graded with
+        metrics.update({
+            "rollout/length_mean": float(rollouts.lengths.mean()),
+            "rollout/stop_fraction": float(np.mean([r == "stop" for r in rollouts.finish_reason])),
+            "sampling/u_mean": float(np.mean(u)), "sampling/u_max": float(np.max(u)),
+            "judge/dropped_llm_criteria": float(self.dropped_llm),
+        })
+        return state, {**metrics, **train_metrics, **timings}, result.harness_records()
+
+    def _hooks(self, seed: int, timer: dict[str, float]) -> CriticHooks:
+        """The critic's access to the frozen current policy (the engine, which still holds this step's params) and
+        the judge, timed; a candidate whose guided prompt cannot fit the budget is not measured."""
+        run, calls = self.run, [0]
+
+        def regrade_batch(items):
+            start = time.perf_counter()
+            out = score_responses(run.judge, [it[0] for it in items], [it[1] for it in items],
+                                  [it[2] for it in items])[0]
+            timer["critic"] += time.perf_counter() - start
+            return out
+
+        def resample_batch(items):
+            start = time.perf_counter()
+            calls[0] += 1
+            groups = sample_groups(run, [task for task, _ in items], [tuple(fields) for _, fields in items],
+                                   seed=seed + 7919 * calls[0])
+            timer["critic"] += time.perf_counter() - start
+            timer["resampled"] += groups.rollouts.num_samples
+            return groups.responses
+
+        def prompt_problem(task, fields):
+            fitted, _ = fit_fields(run.tokenizer, task.prompt, tuple(fields), run.prompt_limit)
+            if fitted is None:
+                return (f"guided prompt over the budget: the fields do not fit in {run.prompt_limit} prompt tokens "
+                        f"even shortened")
+            return None
+
+        return CriticHooks(regrade_batch=regrade_batch, resample_batch=resample_batch, prompt_problem=prompt_problem)
+
+    def _harness_metrics(self, result, H, H_next, idx, groups: Groups, timer) -> dict[str, float]:
+        out: dict[str, float] = {}
+        summary = result.summary()
+        for label in LABELS:
+            out[f"attribution/frac_{label}"] = float(summary[f"frac_{label}"])
+        out["attribution/criteria"] = float(summary["criteria"])
+        out["attribution/saturated_tasks"] = float(summary["saturated_tasks"])
+        masses = [a.mass for a in result.attributions if np.isfinite(a.mass)]
+        out["attribution/discriminative_mass"] = float(np.mean(masses)) if masses else float("nan")
+        for key in ("candidates", "accepted", "rejected", "noops", "candidates_with_evidence",
+                    "candidates_without_evidence", "over_budget"):
+            out[f"critic/{key}"] = float(summary[key])
+        out["critic/acceptance_rate"] = float(summary["acceptance_rate"])
+        out["critic/acceptance_with_evidence"] = float(summary["acceptance_with_evidence"])
+        out["critic/acceptance_without_evidence"] = float(summary["acceptance_without_evidence"])
+        out["critic/resampled_rollouts"] = float(timer["resampled"])
+        counts: Counter = Counter()
+        for e in result.log:
+            if e.verdict == Verdict.NOOP or e.candidate is None:
+                counts[f"actions/noop/{e.interface}"] += 1
+                continue
+            for a in e.candidate.actions:
+                counts[f"actions/proposed/{a.interface}/{a.op}"] += 1
+                counts[f"actions/{e.verdict}/{a.interface}/{a.op}"] += 1
+        for iface in INTERFACES:
+            for verdict in ("proposed", Verdict.ACCEPTED, Verdict.REJECTED):
+                out[f"actions/{verdict}/{iface}"] = float(sum(v for k, v in counts.items()
+                                                              if k.startswith(f"actions/{verdict}/{iface}/")))
+            out[f"actions/noop/{iface}"] = float(counts.pop(f"actions/noop/{iface}", 0))
+        out.update({k: float(v) for k, v in counts.items()})
+        # <reference> fields accepted this step, and how many of them donors supplied (the paper's 58%).
+        refs = [e.candidate.reference_source for e in result.log
+                if e.verdict == Verdict.ACCEPTED and e.candidate is not None and e.candidate.reference_source]
+        out["guidance/reference_fields_added"] = float(len(refs))
+        out["guidance/reference_fields_from_donors"] = float(sum(r == "donor" for r in refs))
+        # Guidance as this step's rollouts saw it, and as the next step will.
+        n = H_next.num_tasks
+        mounted = H_next.guidance.mounted()
+        out["guidance/fields_per_task"] = float(mounted.sum() / n)
+        out["guidance/tasks_with_fields"] = float(mounted.any(axis=1).mean())
+        out["guidance/fields_per_drawn_task"] = float(np.mean([H.guidance.count(i) for i in idx]))
+        out["guidance/guided_groups"] = float(sum(groups.guided))
+        out["guidance/shortened"] = float(sum(groups.shortened))
+        out["guidance/over_budget"] = float(sum(groups.over_budget))
+        out["guidance/cap"] = float(H_next.guidance.cap)
+        level = np.asarray(H_next.sampling.level)
+        out["sampling/downweighted_share"] = float(np.mean(level > 0))
+        for k in range(NUM_LEVELS):
+            out[f"sampling/level_{k}"] = float(np.mean(level == k))
+        out["rubric/criteria_per_task"] = float(np.mean([len(r) for r in H_next.rubric.criteria]))
+        out["rubric/changed_tasks"] = float(np.mean([a != b for a, b in zip(H.rubric.criteria,
+                                                                            H_next.rubric.criteria)]))
+        if self.memory is not None:
+            reversed_, accepted = self.memory.store.reversals()
+            out["harness/reversals"], out["harness/accepted_total"] = float(reversed_), float(accepted)
+            out["harness/reversal_rate"] = reversed_ / accepted if accepted else float("nan")
+        return out
+
+
+__all__ = ["Groups", "Stepper", "build_evolver", "compute_advantages", "oracle_metrics", "oracle_scores",
+           "render_prompts", "sample_groups", "score_responses", "step_seed", "train_on_rollouts", "training_tasks"]

@@ -20,7 +20,9 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import app, flags
+
+from harnessrl_jax import cli  # noqa: E402
 
 flags.DEFINE_integer("criteria", 110_606, "Criteria in the index (Rubric-Mix-10k's seed rubrics).")
 flags.DEFINE_integer("per_task", 11, "Criteria per task (110,606 over ~10k tasks).")
@@ -324,4 +326,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -15,7 +15,9 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from absl import app, flags  # noqa: E402
+from absl import app, flags
+
+from harnessrl_jax import cli  # noqa: E402
 
 flags.DEFINE_list("batches", ["1", "8"], "Batch sizes (prompts decoded together).")
 flags.DEFINE_integer("new_tokens", 64, "New tokens per row.")
@@ -116,4 +118,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -25,7 +25,9 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-from absl import app, flags  # noqa: E402
+from absl import app, flags
+
+from harnessrl_jax import cli  # noqa: E402
 
 flags.DEFINE_integer("batch", 16, "Sequences per update.")
 flags.DEFINE_integer("seq", 128, "Tokens per sequence.")
@@ -214,4 +216,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -29,6 +29,8 @@ from ml_collections import config_flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from harnessrl_jax import cli  # noqa: E402
+
 config_flags.DEFINE_config_file("config", None, "Experiment config file (experiments/*.py[:arg]).", lock_config=True)
 flags.DEFINE_string("out", None, "Path of the cold_start.json to write.")
 flags.DEFINE_integer("groups", 4, "Independent groups per task (>= 2 to measure the guidance band's null).")
@@ -49,16 +51,15 @@ def run_cold_start(config, out: str, *, groups: int = 4, regradings: int = 2, ba
                    max_tasks: int = 0):
     """Measures the seed policy of `config`, writes its score matrices (groups_path) and `out`; returns the
     ColdStart."""
-    from harnessrl_jax import loop
+    from harnessrl_jax import build, configs, loop
     from harnessrl_jax.evolver.cold_start import collect, derive, save_seed_groups
-    from harnessrl_jax.harness.render import render_prompt
-    from harnessrl_jax.methods.harnessrl import training_tasks
 
     out_dir = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(out_dir):
         raise ValueError(f"--out {out}: directory {out_dir} does not exist")
-    run = loop.setup(config)
-    tasks, dropped = training_tasks(config, run.tasks)
+    configs.validate(config)
+    run = build.setup(config)
+    tasks, dropped = loop.training_tasks(config, run.tasks)
     if max_tasks and max_tasks < len(tasks):
         keep = np.sort(np.random.default_rng(config.seed).choice(len(tasks), max_tasks, replace=False))
         tasks = [tasks[i] for i in keep]
@@ -67,9 +68,7 @@ def run_cold_start(config, out: str, *, groups: int = 4, regradings: int = 2, ba
                  len(tasks), groups, J, regradings, dropped)
 
     def sample(batch, seed):
-        prompts = [render_prompt(run.tokenizer, t.prompt, (), tokenize=True) for t in batch]
-        texts = loop.generate_rollouts(run.engine, prompts, config, seed).texts
-        return np.asarray(texts, dtype=object).reshape(len(batch), J).tolist()
+        return loop.sample_groups(run, batch, seed=seed).responses
 
     def score(batch, responses):
         return loop.score_responses(run.judge, batch, responses)[0]
@@ -119,4 +118,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -31,6 +31,8 @@ from ml_collections import config_flags
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from harnessrl_jax import cli  # noqa: E402
+
 config_flags.DEFINE_config_file("base_config", os.path.join(REPO, "experiments", "smollm2_cpu.py:method=harnessrl"),
                                 "Base config (experiments/*.py[:arg]); method and seed are set per run.")
 flags.DEFINE_string("out", "runs/compare", "Directory of the runs and compare.json.")
@@ -46,11 +48,11 @@ def evaluate_run(config, workdir) -> dict[int, dict[str, np.ndarray]]:
     """Per evaluated step (0 = the seed policy, then every kept checkpoint): per-task held-out seed-rubric and
     oracle scores [T], every step with the same sampling seed. The last checkpoint's evaluation is also the run's
     eval.json (as launch/eval.py writes it)."""
-    from harnessrl_jax import loop
+    from harnessrl_jax import build
     from harnessrl_jax.eval import eval_tasks, evaluate, restore_policy, save_eval, split_label
     from harnessrl_jax.rl.checkpoint import Checkpointer
 
-    run = loop.setup(config)  # the engine starts with the seed policy's weights
+    run = build.setup(config)  # the engine starts with the seed policy's weights
     tasks = eval_tasks(run, FLAGS.eval_split)
     with Checkpointer(os.path.join(workdir, "checkpoints")) as ckpt:
         steps = [0] + ckpt.all_steps()
@@ -128,4 +130,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -21,6 +21,8 @@ from absl import app, flags
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from harnessrl_jax import cli  # noqa: E402
+
 flags.DEFINE_string("workdir", os.path.join(REPO, "runs", "demo"), "Run directory; removed first if it exists.")
 flags.DEFINE_integer("steps", 8, "Training steps (sized so the demo ends within 15 minutes on 2 CPU cores).")
 flags.DEFINE_multi_string("override", [], "Extra --config.key=value settings passed to launch/train.py.")
@@ -54,4 +56,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -25,6 +25,8 @@ from ml_collections import config_flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from harnessrl_jax import cli  # noqa: E402
+
 config_flags.DEFINE_config_file("config", None, "Experiment config file (experiments/*.py[:arg]).", lock_config=True)
 flags.DEFINE_string("workdir", None, "Run directory (its checkpoints/); eval.json goes here unless --out.")
 flags.DEFINE_integer("step", None, "Checkpoint step to evaluate (default: the latest; 0: the seed policy).")
@@ -40,10 +42,11 @@ FLAGS = flags.FLAGS
 def run_eval(config, workdir: str, *, step: int | None = None, split: str = "heldout", tasks_path: str = "",
              num_samples: int | None = None, seed: int = 10_000, out: str = "") -> dict:
     """Evaluates and writes the eval.json; returns its content."""
-    from harnessrl_jax import loop
+    from harnessrl_jax import build, configs
     from harnessrl_jax.eval import eval_tasks, evaluate, restore_policy, save_eval, split_label
 
-    run = loop.setup(config)
+    configs.validate(config)
+    run = build.setup(config)
     try:
         step = restore_policy(run, workdir, step)
         tasks = eval_tasks(run, split, tasks_path)
@@ -75,4 +78,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

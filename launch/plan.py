@@ -24,6 +24,8 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
 os.environ["JAX_PLATFORMS"] = "cpu"
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from harnessrl_jax import cli  # noqa: E402
+
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from absl import app, flags  # noqa: E402
@@ -59,7 +61,7 @@ def model_shapes(config):
 
 def plan(config) -> dict:
     """Per-device memory and per-step FLOPs of config's train step (see the module docstring)."""
-    from harnessrl_jax import loop
+    from harnessrl_jax import build
     from harnessrl_jax.models.sharding import make_mesh
     from harnessrl_jax.rl.batch import TrainBatch, round_up
     from harnessrl_jax.rl.optim import make_optimizer
@@ -70,11 +72,11 @@ def plan(config) -> dict:
     devices = jax.devices()
     mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor, devices=devices)
     optimizer, schedule = make_optimizer(config.optim)
-    trainer = Trainer(model_config, optimizer, mesh, LossSettings.from_config(loop._loss_config(config)),
+    trainer = Trainer(model_config, optimizer, mesh, LossSettings.from_config(build.loss_config(config)),
                       schedule=schedule, micro_batches=config.micro_batches)
     mini = config.get("mini_batches", 1)
     rows = round_up(config.tasks_per_step * config.num_generations, mini * config.micro_batches * trainer.data_parallel)
-    seq = round_up(config.max_prompt_len + loop.guidance_budget(config) + config.max_new_tokens, 8)
+    seq = round_up(config.max_prompt_len + build.guidance_budget(config) + config.max_new_tokens, 8)
     update_rows = rows // mini
 
     def spec(dtype, *shape):
@@ -144,4 +146,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

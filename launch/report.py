@@ -18,6 +18,8 @@ from typing import Any, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # a checkout runs uninstalled
 
+from harnessrl_jax import cli  # noqa: E402
+
 from harnessrl_jax.eval.tables import INTERFACES, read_jsonl, stats_from_records  # noqa: E402
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
@@ -195,4 +197,4 @@ if __name__ == "__main__":
 
     flags.DEFINE_string("workdir", None, "Run directory with metrics.jsonl and harness.jsonl.")
     flags.mark_flags_as_required(["workdir"])
-    sys.exit(app.run(main))
+    cli.run(main)

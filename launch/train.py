@@ -2,12 +2,13 @@
 
     python launch/train.py --config=experiments/<name>.py [--config.key=value ...] --workdir=DIR
 
-Writes under DIR: `config.json`, `metrics.jsonl` (one JSON object per step, with step time by stage),
-`harness.jsonl` (every candidate the harness evolver measured, with label, deltas and verdict; empty for plain
-GRPO, whose harness is frozen), `checkpoints/` (orbax; the method's state, e.g. the harness and the memory
-positions, in the `extra` slot), `memory/` (harnessrl) and, at the end, `report.html` (launch/report.py).
-Restarted with the same workdir it resumes from the latest checkpoint and continues exactly as if it had not
-stopped.
+The config is checked before any model loads (harnessrl_jax.configs: every wrong value and everything the machine
+lacks, each with the flag that fixes it). Writes under DIR: `config.json` (the whole config: every threshold),
+`metrics.jsonl` (one JSON object per step, with step time by stage), `harness.jsonl` (every candidate the harness
+evolver measured, with label, deltas and verdict; empty for a method whose harness is frozen), `checkpoints/`
+(orbax; the harness, the sampler and the memory positions in the `extra` slot), `memory/` (the record store and
+semantic index) and, at the end, `report.html` (launch/report.py). Restarted with the same workdir it resumes from
+the latest checkpoint and continues exactly as if it had not stopped.
 
 Multi-host: start one process per host with --coordinator_address=HOST:PORT --num_processes=N --process_id=i (or
 the JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID variables); the mesh then spans every process.
@@ -28,6 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
+
+from harnessrl_jax import cli  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------- flags
 
@@ -90,8 +93,8 @@ class JsonlLog:
 class Progress:
     """One log line per step: key metrics, seconds per step (the first, compiling step excluded) and the ETA."""
 
-    def __init__(self, first: int, last: int):
-        self.first, self.last, self.times = first, last, []
+    def __init__(self, first: int, last: int, harness: bool = True):
+        self.first, self.last, self.harness, self.times = first, last, harness, []
 
     def update(self, step: int, metrics: dict[str, float]) -> None:
         self.times.append(metrics["time/step"])
@@ -99,7 +102,7 @@ class Progress:
         per_step = sum(recent) / len(recent)
         eta = time.strftime("%H:%M:%S", time.gmtime(per_step * (self.last - step)))
         harness = ""
-        if "critic/candidates" in metrics:
+        if self.harness:
             harness = (f" | harness: {metrics['critic/accepted']:.0f}/{metrics['critic/candidates']:.0f} accepted, "
                        f"guidance {metrics['guidance/fields_per_task']:.2f}/task, down-weighted "
                        f"{metrics['sampling/downweighted_share']:.2f} (evolver {metrics['time/evolver']:.2f}s, "
@@ -116,25 +119,26 @@ class Progress:
 
 def train(config, workdir: str, stop_after: int | None = None) -> str:
     """Run (or resume) `config` in `workdir` until config.total_steps, or `stop_after` steps; returns workdir."""
-    from harnessrl_jax import loop
-    from harnessrl_jax.methods import get_method
+    from harnessrl_jax import build, configs, loop, methods
     from harnessrl_jax.rl.checkpoint import Checkpointer
     from harnessrl_jax.rl.step import to_host
 
     # --- set-up
+    configs.validate(config)
+    method = methods.describe(config)
     os.makedirs(workdir, exist_ok=True)
-    run = loop.setup(config)
-    method = get_method(config.method)(run, workdir)
+    run = build.setup(config)
+    stepper = loop.Stepper(run, method, workdir)
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), max_to_keep=config.checkpoint.max_to_keep,
                         save_every=config.checkpoint.every, async_save=config.checkpoint.async_save)
     if ckpt.latest_step() is None:
-        state, start = loop.initial_state(run), 0
-        method.start(None)
+        state, start = build.initial_state(run), 0
+        stepper.start(None)
     else:
         state, extra, _ = ckpt.restore(run.trainer.abstract_state())
         start = int(to_host(state.step))
-        method.start(extra)
-        run.engine.update_weights(loop.engine_params(state.params))
+        stepper.start(extra)
+        run.engine.update_weights(build.engine_params(state.params))
         logging.info("resumed from step %d (%s)", start, ckpt.directory)
     end = config.total_steps if stop_after is None else min(stop_after, config.total_steps)
     # metrics.jsonl numbers a step by the updates done after it (1-based); harness.jsonl by the step that proposed
@@ -144,13 +148,13 @@ def train(config, workdir: str, stop_after: int | None = None) -> str:
     if jax.process_index() == 0:
         with open(os.path.join(workdir, "config.json"), "w") as f:
             f.write(config.to_json_best_effort(indent=2))
-    progress = Progress(start, config.total_steps)
+    progress = Progress(start, config.total_steps, harness=not method.frozen)
 
     # --- the loop
     saved = start
     for step in range(start, end):
         start_time = time.perf_counter()
-        state, metrics, records = method.step(state, step)
+        state, metrics, records = stepper.step(state, step)
         metrics["time/step"] = time.perf_counter() - start_time
 
         # --- logging
@@ -160,13 +164,13 @@ def train(config, workdir: str, stop_after: int | None = None) -> str:
 
         # --- checkpointing (the interval is the checkpointer's; the last step is always saved)
         if (step + 1) % ckpt.save_every == 0 or step + 1 == end:
-            ckpt.save(step + 1, state, method.extra(), force=True)
+            ckpt.save(step + 1, state, stepper.extra(), force=True)
             saved = step + 1
     if saved != end:
-        ckpt.save(end, state, method.extra(), force=True)
+        ckpt.save(end, state, stepper.extra(), force=True)
     ckpt.wait()
     ckpt.close()
-    method.close()
+    stepper.close()
     run.close()
     if jax.process_index() == 0 and config.report:
         from launch import report  # matplotlib is imported only here
@@ -189,4 +193,4 @@ def main(argv):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    cli.run(main)

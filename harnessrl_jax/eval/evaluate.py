@@ -1,7 +1,7 @@
 """Evaluation of a policy on a task split: the score under the seed rubrics, the oracle score, and the criterion
 failure taxonomy, per task, per domain and overall.
 
-    result = evaluate(run, tasks, num_samples=8, seed=0)     run: loop.setup(config), engine holding the policy
+    result = evaluate(run, tasks, num_samples=8, seed=0)     run: build.setup(config), engine holding the policy
     result.summary()                                          the dict launch/eval.py writes as eval.json
 
 The policy answers each task's bare prompt (no guidance: evaluation sees the policy, not the harness) J times with
@@ -121,7 +121,7 @@ def eval_tasks(run, split: str = "heldout", path: str = "") -> list[Task]:
     """The tasks to evaluate for `run`: a JSONL file (`path`), another split of a bundled set (`split`; '' keeps
     the config's), or the config's own; tasks whose bare prompt exceeds max_prompt_len are left out, as in
     training."""
-    from harnessrl_jax import loop
+    from harnessrl_jax import build
 
     config = run.config.copy_and_resolve_references()
     with config.unlocked():
@@ -129,13 +129,13 @@ def eval_tasks(run, split: str = "heldout", path: str = "") -> list[Task]:
             config.tasks.source, config.tasks.path = "jsonl", path
         elif split and config.tasks.source == "bundled":
             config.tasks.split = split
-    return loop.within_prompt_budget(loop.build_tasks(config), run.tokenizer, config.max_prompt_len)
+    return build.within_prompt_budget(build.build_tasks(config), run.tokenizer, config.max_prompt_len)
 
 
 def restore_policy(run, workdir: str, step: int | None) -> int:
     """Loads checkpoint `step` (None: the latest) of `workdir` into the run's engine; step 0 keeps the seed policy.
     Returns the step evaluated."""
-    from harnessrl_jax import loop
+    from harnessrl_jax import build
     from harnessrl_jax.rl.checkpoint import Checkpointer
 
     if step == 0:
@@ -153,7 +153,7 @@ def restore_policy(run, workdir: str, step: int | None) -> int:
         elif step not in steps:
             raise FileNotFoundError(f"{directory} has no checkpoint at step {step}; it has {sorted(steps)}")
         state, _, _ = ckpt.restore(run.trainer.abstract_state(), step)
-    run.engine.update_weights(loop.engine_params(state.params))
+    run.engine.update_weights(build.engine_params(state.params))
     return step
 
 
@@ -161,7 +161,6 @@ def evaluate(run, tasks: Sequence[Task], *, num_samples: int, seed: int, batch_t
              progress=None) -> EvalResult:
     """The policy the run's engine holds, on `tasks` (see the module docstring); `progress` gets a line per batch."""
     from harnessrl_jax import loop
-    from harnessrl_jax.harness.render import render_prompt
 
     if not tasks:
         raise ValueError("evaluate: no task")
@@ -169,11 +168,8 @@ def evaluate(run, tasks: Sequence[Task], *, num_samples: int, seed: int, batch_t
     seed_rubric, oracle, scores, tokens = [], [], [], []
     for b in range(0, len(tasks), batch_tasks):
         batch = list(tasks[b:b + batch_tasks])
-        prompts = [render_prompt(run.tokenizer, t.prompt, (), tokenize=True) for t in batch]
-        out = run.engine.generate(prompts, n=num_samples, max_new_tokens=config.max_new_tokens,
-                                  temperature=config.temperature, top_p=config.top_p, top_k=config.top_k,
-                                  seed=(seed + 7919 * b) % (2**31 - 1))
-        responses = np.asarray(out.texts, dtype=object).reshape(len(batch), num_samples)
+        groups = loop.sample_groups(run, batch, seed=seed + 7919 * b, n=num_samples)  # bare prompts
+        out, responses = groups.rollouts, groups.responses
         S, rewards, _ = loop.score_responses(run.judge, batch, responses)
         seed_rubric.append(_row_means(rewards))
         oracle.append(_row_means(loop.oracle_scores(batch, responses)))

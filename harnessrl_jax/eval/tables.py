@@ -27,7 +27,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-INTERFACES = ("sampling", "guidance", "rubric")
+from harnessrl_jax.words import INTERFACES
+
 
 
 def read_jsonl(path: str) -> list[dict[str, Any]]:

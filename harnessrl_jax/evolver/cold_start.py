@@ -12,8 +12,9 @@ is graded more than once. From those score matrices:
     guidance eps_low = 95th percentile of |rbar(group a) - rbar(group b)| over pairs of independent groups of a
                        task (delta_g compares a resampled group with the recorded one: this is its null);
     rubric   eps_low = 95th percentile of |rbar(grading a) - rbar(grading b)| over pairs of gradings of the same
-                       group (delta_c regrades the recorded group: this is its null; a deterministic rule judge
-                       gives 0);
+                       group, the judge at its training settings (delta_c regrades the recorded group: this is its
+                       null); a judge that regrades identically (rule checkers, temperature 0) measures 0, and
+                       then the paper's 3.1 stands, with a warning;
     eps_high (both)  = median over all groups of the within-group reward range max_j r_j - min_j r_j.
   A null with no pairs to measure (one group per task, or no repeated grading), or a median range of 0, keeps the
   paper's bound.
@@ -326,11 +327,19 @@ def derive(seeds: Sequence[SeedGroups], *, quantiles: Sequence[float] = GAMMA_QU
     sources["guidance_low"] = "measured" if groups_null.size else "default: fewer than two groups per task"
     r_lo = float(np.percentile(grading_null, null_percentile)) if grading_null.size else RUBRIC_BAND[0]
     sources["rubric_low"] = "measured" if grading_null.size else "default: no repeated grading"
+    deterministic = grading_null.size > 0 and r_lo == 0.0
     hi = float(np.median(ranges)) if ranges.size else 0.0
     sources["high"] = "measured"
     if hi <= 0.0:  # no spread in the typical group: there is no scale to measure an effect against
         hi, sources["high"] = GUIDANCE_BAND[1], "default: the median group has no reward spread"
     warnings = []
+    if deterministic:
+        # A judge that regrades identically (rule checkers, an LLM judge at temperature 0) has no grading noise to
+        # measure; a band starting at 0 would take any positive delta_c for an effect, so the paper's value stands.
+        r_lo = RUBRIC_BAND[0]
+        sources["rubric_low"] = "default: the judge regrades identically (null 0), the paper's value"
+        warnings.append(f"the rubric band's null measured 0 (the judge regrades identically at its training "
+                        f"settings): its lower bound is the paper's {RUBRIC_BAND[0]:g}")
     for name, lo in (("guidance", g_lo), ("rubric", r_lo)):
         if lo > hi:
             raise ValueError(f"cold start: the {name} band's lower bound {lo:.3g} (null fluctuation) exceeds the "

@@ -26,9 +26,11 @@ Two choices the paper leaves open, made here and documented:
 - Merges. A merge of criteria the group already all met or all failed only deduplicates them, so (iii) exempts a
   merged criterion whose parents were all non-varying; any other merged or split criterion must vary.
 
-The policy and the judge are reached only through two injected callables, so the critic runs with no model:
+The policy and the judge are reached only through injected callables, so the critic runs with no model:
     regrade(task, responses, criteria) -> S [K, J] (an array or a ScoreMatrix)
     resample(task, fields) -> J responses, `fields` the candidate's (name, text) guidance pairs
+    prompt_problem(task, fields) -> why the guided prompt cannot be sampled as proposed (over the token budget
+        even shortened), or None; such a candidate is rejected unmeasured, never measured on another prompt
 Optional `regrade_batch(items)` / `resample_batch(items)` take lists of those argument tuples, so a loop can pool
 judge calls and generation across the candidates of a round (`measure_many`).
 """
@@ -42,13 +44,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from harnessrl_jax.evolver.context import TaskContext
-from harnessrl_jax.evolver.proposer import TOO_STRONG, TOO_WEAK, Candidate
+from harnessrl_jax.evolver.candidates import TOO_STRONG, TOO_WEAK, Candidate
 from harnessrl_jax.harness import ops
 from harnessrl_jax.harness.state import HarnessState
 from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS, Transitions
 from harnessrl_jax.rubric.reward import rubric_reward, varies
+from harnessrl_jax.words import Interface, Verdict
 
-ACCEPTED, REJECTED = "accepted", "rejected"
 # The paper's calibrated bands in reward points (sec. 4.3-4.4, from the 4B cold start, reused for 9B).
 GUIDANCE_BAND = (10.2, 28.0)
 RUBRIC_BAND = (3.1, 28.0)
@@ -68,15 +70,6 @@ class Bands:
                 raise ValueError(f"{name} band must satisfy 0 <= low <= high, got {(lo, hi)}")
             object.__setattr__(self, name, (lo, hi))
 
-    @classmethod
-    def from_cold_start(cls, cold_start) -> Bands:
-        """The bands a cold start measured (a ColdStart or the path of its cold_start.json)."""
-        if isinstance(cold_start, str):
-            from harnessrl_jax.evolver.cold_start import ColdStart
-
-            cold_start = ColdStart.load(cold_start)
-        return cls(tuple(cold_start.bands["guidance"]), tuple(cold_start.bands["rubric"]))
-
 
 @dataclasses.dataclass(frozen=True)
 class CriticHooks:
@@ -86,6 +79,7 @@ class CriticHooks:
     resample: Callable[..., Sequence[str]] | None = None
     regrade_batch: Callable[[Sequence[tuple]], Sequence[Any]] | None = None
     resample_batch: Callable[[Sequence[tuple]], Sequence[Sequence[str]]] | None = None
+    prompt_problem: Callable[..., str | None] | None = None
 
     def regrade_many(self, items: Sequence[tuple]) -> list[np.ndarray]:
         if not items:
@@ -146,7 +140,7 @@ class Measurement:
 
     @property
     def accepted(self) -> bool:
-        return self.verdict == ACCEPTED
+        return self.verdict == Verdict.ACCEPTED
 
     def deltas(self) -> dict[str, float]:
         """The deltas measured, by name (for ActionRecord.deltas)."""
@@ -165,7 +159,7 @@ class Measurement:
 
 
 def _reject(interface: str, reason: str, **kw) -> Measurement:
-    return Measurement(REJECTED, reason, interface, measured=kw.pop("measured", False), **kw)
+    return Measurement(Verdict.REJECTED, reason, interface, measured=kw.pop("measured", False), **kw)
 
 
 def in_band(delta: float, band: tuple[float, float]) -> tuple[bool, str | None]:
@@ -207,25 +201,32 @@ class Critic:
                 out[n] = early
             else:
                 plans[n] = plan
+        # A guided prompt that cannot be sampled as proposed is rejected, not measured on another prompt.
+        if hooks.prompt_problem is not None:
+            for n in [n for n, p in plans.items() if p["kind"] == Interface.GUIDANCE]:
+                why = hooks.prompt_problem(items[n][0].task, plans[n]["fields"])
+                if why:
+                    out[n] = _reject(Interface.GUIDANCE, why, rbar_t=items[n][0].rbar, conditions={"fits": False})
+                    del plans[n]
         # Guidance: resample every candidate group first, then grade them with the rubric regrades below.
-        g = [n for n, p in plans.items() if p["kind"] == "guidance"]
+        g = [n for n, p in plans.items() if p["kind"] == Interface.GUIDANCE]
         groups = hooks.resample_many([(items[n][0].task, plans[n]["fields"]) for n in g])
         for n, ys in zip(g, groups):
             plans[n]["responses"] = ys
         requests, owners = [], []
         for n, p in plans.items():
             ctx = items[n][0]
-            if p["kind"] == "guidance":
+            if p["kind"] == Interface.GUIDANCE:
                 requests.append((ctx.task, tuple(p["responses"]), ctx.state.criteria(ctx.task_id)))
                 owners.append(n)
-            elif p["kind"] == "rubric" and p["regrade"]:
+            elif p["kind"] == Interface.RUBRIC and p["regrade"]:
                 requests.append((ctx.task, tuple(ctx.responses), tuple(c.to_criterion() for c in p["regrade"])))
                 owners.append(n)
         for n, s in zip(owners, hooks.regrade_many(requests)):
             plans[n]["S"] = s
         for n, p in plans.items():
             ctx, cand = items[n]
-            out[n] = self._rubric(ctx, cand, p) if p["kind"] == "rubric" else self._guidance(ctx, cand, p)
+            out[n] = self._rubric(ctx, cand, p) if p["kind"] == Interface.RUBRIC else self._guidance(ctx, cand, p)
         return out  # type: ignore[return-value]
 
     # -- per interface ----------------------------------------------------------------------------------------
@@ -245,28 +246,28 @@ class Critic:
         except ops.InvalidAction as e:
             return _reject(iface, f"invalid: {e.reason}"), {}
         rbar_t = ctx.rbar
-        if iface == "sampling":
+        if iface == Interface.SAMPLING:
             return self._sampling(ctx, new, rbar_t), {}
         if not self.enabled:
-            return Measurement(ACCEPTED, "accepted unmeasured (critic disabled)", iface, rbar_t=rbar_t,
+            return Measurement(Verdict.ACCEPTED, "accepted unmeasured (critic disabled)", iface, rbar_t=rbar_t,
                                measured=False), {}
         if not math.isfinite(rbar_t):
             return _reject(iface, "the recorded group has no valid reward to compare with", rbar_t=rbar_t), {}
-        if iface == "guidance":
-            return None, {"kind": "guidance", "new": new, "fields": tuple((n, f.text) for n, f in
+        if iface == Interface.GUIDANCE:
+            return None, {"kind": Interface.GUIDANCE, "new": new, "fields": tuple((n, f.text) for n, f in
                                                                            new.fields(ctx.task_id))}
         # rubric: regrade only the criteria whose check changed; unchanged rows keep their recorded verdicts.
         old = {c.id: c for c in ctx.criteria}
         cand_crits = new.rubric_of(ctx.task_id)
         regrade = [c for c in cand_crits if c.id not in old or (old[c.id].text, old[c.id].tags) != (c.text, c.tags)]
-        return None, {"kind": "rubric", "new": new, "regrade": regrade}
+        return None, {"kind": Interface.RUBRIC, "new": new, "regrade": regrade}
 
     def _sampling(self, ctx: TaskContext, new: HarnessState, rbar_t: float) -> Measurement:
         i = ctx.state.index(ctx.task_id)
         w, w_new = float(ctx.state.sampling.weights()[i]), float(new.sampling.weights()[i])
         delta_w = (w - w_new) * rbar_t if math.isfinite(rbar_t) else math.nan
         if not self.enabled:
-            return Measurement(ACCEPTED, "accepted unmeasured (critic disabled)", "sampling", delta=delta_w,
+            return Measurement(Verdict.ACCEPTED, "accepted unmeasured (critic disabled)", Interface.SAMPLING, delta=delta_w,
                                delta_w=delta_w, rbar_t=rbar_t, measured=False)
         sign = math.isfinite(delta_w) and delta_w > 0.0
         if self.sampling_gate == "previous":
@@ -280,11 +281,11 @@ class Critic:
         conditions = {"sign": sign, "saturation_record": gate}
         common = dict(delta=delta_w, delta_w=delta_w, rbar_t=rbar_t, conditions=conditions, measured=True)
         if not sign:
-            return _reject("sampling", f"delta_w = {delta_w:.3g} is not positive", direction=TOO_WEAK, **common)
+            return _reject(Interface.SAMPLING, f"delta_w = {delta_w:.3g} is not positive", direction=TOO_WEAK, **common)
         if not gate:
-            return _reject("sampling", why, **common)
-        return Measurement(ACCEPTED, f"delta_w = {delta_w:.3g} > 0 after a recorded saturation diagnosis",
-                           "sampling", **common)
+            return _reject(Interface.SAMPLING, why, **common)
+        return Measurement(Verdict.ACCEPTED, f"delta_w = {delta_w:.3g} > 0 after a recorded saturation diagnosis",
+                           Interface.SAMPLING, **common)
 
     def _guidance(self, ctx: TaskContext, cand: Candidate, plan: dict[str, Any]) -> Measurement:
         rbar_t = ctx.rbar
@@ -299,16 +300,16 @@ class Critic:
             ok = math.isfinite(delta_g) and delta_g >= -band[0]
             conditions = {"no_loss": ok}
             if ok:
-                return Measurement(ACCEPTED, f"drop: delta_g = {delta_g:.3g} >= -{band[0]:g} (no loss beyond the "
-                                   f"null band)", "guidance", conditions=conditions, **common)
-            return _reject("guidance", f"drop: delta_g = {delta_g:.3g} < -{band[0]:g}: the policy still needs it",
+                return Measurement(Verdict.ACCEPTED, f"drop: delta_g = {delta_g:.3g} >= -{band[0]:g} (no loss beyond the "
+                                   f"null band)", Interface.GUIDANCE, conditions=conditions, **common)
+            return _reject(Interface.GUIDANCE, f"drop: delta_g = {delta_g:.3g} < -{band[0]:g}: the policy still needs it",
                            direction=TOO_STRONG, conditions=conditions, **common)
         ok, direction = in_band(delta_g, band)
         conditions = {"sign": math.isfinite(delta_g) and delta_g > 0, "band": ok}
         if ok:
-            return Measurement(ACCEPTED, f"delta_g = {delta_g:.3g} in [{band[0]:g}, {band[1]:g}]", "guidance",
+            return Measurement(Verdict.ACCEPTED, f"delta_g = {delta_g:.3g} in [{band[0]:g}, {band[1]:g}]", Interface.GUIDANCE,
                                conditions=conditions, **common)
-        return _reject("guidance", _band_reason("delta_g", delta_g, band), direction=direction,
+        return _reject(Interface.GUIDANCE, _band_reason("delta_g", delta_g, band), direction=direction,
                        conditions=conditions, **common)
 
     def _rubric(self, ctx: TaskContext, cand: Candidate, plan: dict[str, Any]) -> Measurement:
@@ -347,12 +348,12 @@ class Critic:
                       conditions=conditions, non_varying=tuple(non_varying),
                       candidate_rewards=tuple(float(r) for r in rewards), measured=True)
         if not ok:
-            return _reject("rubric", _band_reason("delta_c", delta_c, band), direction=direction, **common)
+            return _reject(Interface.RUBRIC, _band_reason("delta_c", delta_c, band), direction=direction, **common)
         if non_varying:
-            return _reject("rubric", f"criteria {non_varying} do not vary within the group (all met or all failed)",
+            return _reject(Interface.RUBRIC, f"criteria {non_varying} do not vary within the group (all met or all failed)",
                            **common)
-        return Measurement(ACCEPTED, f"delta_c = {delta_c:.3g} in [{band[0]:g}, {band[1]:g}]; new criteria vary",
-                           "rubric", **common)
+        return Measurement(Verdict.ACCEPTED, f"delta_c = {delta_c:.3g} in [{band[0]:g}, {band[1]:g}]; new criteria vary",
+                           Interface.RUBRIC, **common)
 
 
 def _band_reason(name: str, delta: float, band: tuple[float, float]) -> str:

@@ -1,6 +1,6 @@
 """The harness evolver E: attributor -> proposer -> just-in-time critic, up to B rounds (HarnessRL, sec. 4.3).
 
-    evolver = Evolver.from_cold_start("cold_start.json")                  # or Evolver() for the paper's defaults
+    evolver = loop.build_evolver(config, method, memory)                 # or Evolver() for the paper's defaults
     result = evolver.step(step, groups, H_t, memory=memory, hooks=CriticHooks(regrade=..., resample=...))
     H_next = result.state                                                 # = transitions.apply(H_t, result.accepted)
     for line in result.harness_records(): write to harness.jsonl          # every candidate, noops included
@@ -15,12 +15,15 @@ accepted candidate then ends in an explicit noop. Candidates are measured agains
 touch different interfaces or tasks, so applying them in order gives H_{t+1} (an accepted candidate that no longer
 validates at that point is logged as rejected, reason 'conflict').
 
-A task drawn twice in one step is attributed at every draw but proposed for once, at its first draw. A candidate
-that would undo an update accepted within the task's last `reversal_within` draws is rejected before measurement
-(the time index's job in the paper: not re-proposing what was just overturned).
+A task drawn twice in one step is attributed at every draw but proposed for once, at its first draw. The
+proposers see the task's update history from the time index (`TaskContext.updates`); an optional hard filter
+(`reversal_within` > 0, off by default) rejects before measurement a candidate that would undo an update accepted
+within the task's last draws. It is off because it makes the reversal rate 0 by construction, whereas the paper
+measures reversals (1.6% with the critic, 6.8% -> 14.1% without).
 
-Ablations are constructor switches: `memory=None` (no memory), `Critic(enabled=False)` (no critic),
-`EvolverConfig(interfaces=("guidance",))` (only guidance), `("rubric",)` (only rubric).
+With no interfaces (`EvolverConfig(interfaces=())`) the evolver only attributes: every method runs it so the
+failure shares are measured the same way for all. Ablations are constructor switches: `memory=None` (no memory),
+`Critic(enabled=False)` (no critic), `EvolverConfig(interfaces=("guidance",))` (only guidance), and so on.
 """
 
 from __future__ import annotations
@@ -31,18 +34,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harnessrl_jax.evolver.attributor import LABELS, Attributor, AttributorConfig, TaskAttribution
-from harnessrl_jax.evolver.context import TaskContext
-from harnessrl_jax.evolver.critic import ACCEPTED, REJECTED, Critic, CriticHooks, Measurement
-from harnessrl_jax.evolver.proposer import Candidate, Rejection, RuleProposer
+from harnessrl_jax.evolver.attributor import Attributor, AttributorConfig, TaskAttribution
+from harnessrl_jax.evolver.candidates import Candidate, Rejection
+from harnessrl_jax.evolver.context import TaskContext, candidate_changes, task_slice
+from harnessrl_jax.evolver.critic import Critic, CriticHooks, Measurement
+from harnessrl_jax.evolver.rule_proposer import RuleProposer
 from harnessrl_jax.harness import ops
 from harnessrl_jax.harness.state import HarnessState
 from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS, Transitions
-from harnessrl_jax.memory.store import ActionRecord, harness_changes
+from harnessrl_jax.memory.store import ActionRecord
 from harnessrl_jax.rubric.schema import Task
+from harnessrl_jax.words import INTERFACES, LABELS, Interface, Label, Verdict
 
-NOOP = "noop"
-APPLY_ORDER = ("sampling", "guidance", "rubric")
+APPLY_ORDER = INTERFACES  # accepted candidates of one task apply sampling, guidance, rubric
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -57,31 +61,23 @@ class Group:
 
 @dataclasses.dataclass(frozen=True)
 class EvolverConfig:
-    """B and the retrieval settings (the paper's: B = 3, top-k 4, cosine >= 0.82)."""
+    """B, the interfaces the evolver may update, the retrieval settings (the paper's: B = 3, top-k 4, cosine >=
+    0.82 for bge-base-en-v1.5) and the optional reversal filter (0: off)."""
 
     rounds: int = 3
-    interfaces: tuple[str, ...] = ops.INTERFACES
+    interfaces: tuple[Interface, ...] = INTERFACES
     donors_k: int = 4
     min_cosine: float = 0.82
     donor_examples: int = 2
-    reversal_within: int = 2  # 0: no reversal check
+    reversal_within: int = 0
 
     def __post_init__(self):
         if self.rounds < 1:
             raise ValueError(f"rounds must be >= 1, got {self.rounds}")
-        unknown = set(self.interfaces) - set(ops.INTERFACES)
+        unknown = set(self.interfaces) - set(INTERFACES)
         if unknown:
-            raise ValueError(f"unknown interfaces {sorted(unknown)}; known: {ops.INTERFACES}")
-
-
-def task_slice(state: HarnessState, task_id: str) -> dict[str, Any]:
-    """The task's part of H_t as JSON: sampling level, mounted fields, criteria. DrawRecord.harness takes it, and
-    the actions' `changes` are diffs of it, so reversals are found by comparing them."""
-    i = state.index(task_id)
-    return {"level": int(state.sampling.level[i]),
-            "fields": {n: {"text": f.text, "criterion_id": f.criterion_id} for n, f in state.fields(task_id)},
-            "criteria": {c.id: {"text": c.text, "points": round(float(c.points), 6), "tags": list(c.tags),
-                                "anchor": c.anchor} for c in state.rubric_of(task_id)}}
+            raise ValueError(f"unknown interfaces {sorted(unknown)}; known: {list(INTERFACES)}")
+        object.__setattr__(self, "interfaces", tuple(Interface(i) for i in self.interfaces))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,10 +87,10 @@ class LogEntry:
     step: int
     task_id: str
     draw: int  # index of the group among the step's groups
-    interface: str
+    interface: Interface
     round: int
-    label: str | None
-    verdict: str  # accepted | rejected | noop
+    label: Label | None
+    verdict: Verdict
     reason: str
     candidate: Candidate | None = None
     measurement: Measurement | None = None
@@ -124,8 +120,8 @@ class LogEntry:
         common = dict(label=self.label, criterion_ids=tuple(c.criterion_ids) if c else (),
                       evidence_ids=tuple(c.evidence_ids) if c else (), deltas=deltas, round=self.round,
                       reason=self.reason)
-        if self.verdict == NOOP or c is None or not c.actions:
-            return [ActionRecord(self.interface, NOOP, NOOP, **common)]
+        if self.verdict == Verdict.NOOP or c is None or not c.actions:
+            return [ActionRecord(self.interface, Verdict.NOOP, Verdict.NOOP, **common)]
         changes = self.action_changes or tuple({} for _ in c.actions)
         return [ActionRecord(a.interface, a.op, self.verdict, changes=dict(ch), payload=a.to_dict(), **common)
                 for a, ch in zip(c.actions, changes)]
@@ -159,14 +155,16 @@ class EvolverResult:
         out: dict[str, Any] = {f"frac_{l}": labels.count(l) / n for l in LABELS}
         out["criteria"] = len(labels)
         out["saturated_tasks"] = sum(att.task_label == "saturated" for att in self.attributions)
-        measured = [e for e in self.log if e.verdict in (ACCEPTED, REJECTED)]
+        measured = [e for e in self.log if e.verdict in (Verdict.ACCEPTED, Verdict.REJECTED)]
         out["candidates"] = len(measured)
-        out["accepted"] = sum(e.verdict == ACCEPTED for e in measured)
-        out["rejected"] = sum(e.verdict == REJECTED for e in measured)
-        out["noops"] = sum(e.verdict == NOOP for e in self.log)
+        out["accepted"] = sum(e.verdict == Verdict.ACCEPTED for e in measured)
+        out["rejected"] = sum(e.verdict == Verdict.REJECTED for e in measured)
+        out["noops"] = sum(e.verdict == Verdict.NOOP for e in self.log)
+        out["over_budget"] = sum(e.measurement is not None and e.measurement.conditions.get("fits") is False
+                                 for e in self.log)
         for name, sel in (("with_evidence", True), ("without_evidence", False)):
             sub = [e for e in measured if e.with_evidence == sel]
-            out[f"acceptance_{name}"] = (sum(e.verdict == ACCEPTED for e in sub) / len(sub)) if sub else math.nan
+            out[f"acceptance_{name}"] = (sum(e.verdict == Verdict.ACCEPTED for e in sub) / len(sub)) if sub else math.nan
             out[f"candidates_{name}"] = len(sub)
         out["acceptance_rate"] = out["accepted"] / len(measured) if measured else math.nan
         for a in self.accepted:
@@ -185,22 +183,6 @@ class Evolver:
         self.critic = critic or Critic(transitions=transitions)
         self.config, self.transitions = config, transitions
 
-    @classmethod
-    def from_cold_start(cls, cold_start, *, attributor_config: AttributorConfig | None = None, **kwargs) -> Evolver:
-        """An evolver whose critic bands and task-saturation threshold come from a cold start (a ColdStart or the
-        path of cold_start.json); other parts as given or default."""
-        from harnessrl_jax.evolver.cold_start import ColdStart
-
-        cs = ColdStart.load(cold_start) if isinstance(cold_start, str) else cold_start
-        config = dataclasses.replace(attributor_config or AttributorConfig(),
-                                     task_mass_threshold=cs.task_mass_threshold)
-        transitions = kwargs.get("transitions", DEFAULT_TRANSITIONS)
-        if kwargs.get("critic") is None:
-            kwargs["critic"] = Critic(cs.to_bands(), transitions=transitions)
-        if kwargs.get("attributor") is None:
-            kwargs["attributor"] = Attributor(config)
-        return cls(**kwargs)
-
     # -------------------------------------------------------------------------------------------------- step
 
     def attribute(self, step: int, groups: Sequence[Group], state: HarnessState, memory=None
@@ -214,11 +196,14 @@ class Evolver:
             if S.shape != (len(criteria), len(g.responses)):
                 raise ValueError(f"group {n} (task {tid!r}): S has shape {S.shape}, expected "
                                  f"{(len(criteria), len(g.responses))} for the harness's current rubric")
-            history = tuple(memory.history(tid, before_step=step)) if memory is not None else ()
+            history = tuple(memory.history(tid, before_step=step)) if memory is not None else None
             donors: dict[str, Any] = {}
             lookup = self._donor_lookup(memory, tid, donors)
             att = self.attributor(g.task, criteria, S, tuple(g.responses), history=history, donor_lookup=lookup)
-            out.append(TaskContext(step, g.task, state, tuple(g.responses), S, att, history, donors, n))
+            updates = tuple(memory.updates(tid, before_step=step)) if memory is not None and self.config.interfaces \
+                else ()
+            out.append(TaskContext(step, g.task, state, tuple(g.responses), S, att, history or (), donors, n,
+                                   updates))
         return out
 
     def _donor_lookup(self, memory, task_id: str, cache: dict):
@@ -263,8 +248,8 @@ class Evolver:
                 changes, per_action = self._changes(ctx.state, cand)
                 reversed_ = self._reverses(memory, ctx, cand, changes)
                 if reversed_ is not None:
-                    m = Measurement(REJECTED, reversed_, cand.interface, measured=False)
-                    log.append(LogEntry(step, ctx.task_id, ctx.draw, key[1], r, cand.label, REJECTED, m.reason, cand,
+                    m = Measurement(Verdict.REJECTED, reversed_, cand.interface, measured=False)
+                    log.append(LogEntry(step, ctx.task_id, ctx.draw, key[1], r, cand.label, Verdict.REJECTED, m.reason, cand,
                                         m, changes, per_action))
                     feedback[key].append(Rejection(cand, m))
                     continue
@@ -295,7 +280,7 @@ class Evolver:
             try:
                 new = self.transitions.apply(new, cand.actions)
             except ops.InvalidAction as e:
-                log[n] = dataclasses.replace(log[n], verdict=REJECTED, reason=f"conflict: {e.reason}")
+                log[n] = dataclasses.replace(log[n], verdict=Verdict.REJECTED, reason=f"conflict: {e.reason}")
                 continue
             accepted += list(cand.actions)
         return EvolverResult(step, new, tuple(accepted), tuple(log), tuple(ctx.attribution for ctx in contexts))
@@ -304,28 +289,19 @@ class Evolver:
 
     def _noop(self, ctx: TaskContext, interface: str, r: int, feedback: Sequence[Rejection], reason: str) -> LogEntry:
         last = feedback[-1].candidate if feedback else None
-        return LogEntry(ctx.step, ctx.task_id, ctx.draw, interface, r, last.label if last else None, NOOP, reason)
+        return LogEntry(ctx.step, ctx.task_id, ctx.draw, interface, r, last.label if last else None, Verdict.NOOP, reason)
 
     def _changes(self, state: HarnessState, cand: Candidate) -> tuple[dict, tuple[dict, ...]]:
         if cand.invalid is not None or not cand.actions:
             return {}, ()
-        try:
-            before = task_slice(state, cand.task_id)
-            per_action, s = [], state
-            for a in cand.actions:
-                s2 = self.transitions.apply(s, a)
-                per_action.append(harness_changes(task_slice(s, cand.task_id), task_slice(s2, cand.task_id)))
-                s = s2
-            return harness_changes(before, task_slice(s, cand.task_id)), tuple(per_action)
-        except (ops.InvalidAction, KeyError, ValueError):
-            return {}, ()
+        return candidate_changes(state, cand.task_id, cand.actions, self.transitions)
 
     def _reverses(self, memory, ctx: TaskContext, cand: Candidate, changes: Mapping[str, Any]) -> str | None:
         within = self.config.reversal_within
         store = getattr(memory, "store", None)
         if not within or store is None or not changes:
             return None
-        record = ActionRecord(cand.interface, cand.actions[0].op if cand.actions else NOOP, "rejected",
+        record = ActionRecord(cand.interface, cand.actions[0].op if cand.actions else Verdict.NOOP, Verdict.REJECTED,
                               changes=dict(changes))
         hit = store.would_reverse(ctx.task_id, record, before_step=ctx.step, within=within)
         if hit is None:

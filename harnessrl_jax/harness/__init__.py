@@ -1,7 +1,6 @@
 """The training-time harness H_t = (p_t, g_t, c_t): state pytrees, typed actions, pure transitions, rendering.
 
-Rendering lives in `harnessrl_jax.harness.render` (`render`, `render_bare`, `render_prompt`); its function of the same
-name is not re-exported here, so the module stays reachable as `harness.render`.
+Rendering lives in `harnessrl_jax.harness.render` (`render_prompt`, `fit_fields`, `task_fields`).
 """
 
 from harnessrl_jax.harness.ops import (AddField, CreateCriterion, DeleteCriterion, DownweightTask, DropField,

@@ -28,8 +28,8 @@ import numpy as np
 
 from harnessrl_jax.harness.state import FIELDS, NUM_LEVELS, HarnessState, RubricCriterion
 from harnessrl_jax.rubric import schema
+from harnessrl_jax.words import INTERFACES, Interface
 
-INTERFACES = ("sampling", "guidance", "rubric")
 PROPOSER_ORIGIN = "proposer"
 
 
@@ -166,7 +166,7 @@ class Noop(Action):
 
     def validate(self, state: HarnessState) -> None:
         if self.interface not in (*INTERFACES, "none"):
-            raise self.reject(f"interface must be one of {INTERFACES + ('none',)}, got {self.interface!r}")
+            raise self.reject(f"interface must be one of {[*INTERFACES, 'none']}, got {self.interface!r}")
 
 
 # ---------------------------------------------------------------------------------------------- sampling (p_t)
@@ -176,7 +176,7 @@ class DownweightTask(Action):
     """Move a (saturated) task one sampling level down: 1 -> gamma1 -> gamma2 -> gamma3."""
 
     op: ClassVar[str] = "downweight_task"
-    interface: ClassVar[str] = "sampling"
+    interface: ClassVar[Interface] = Interface.SAMPLING
     task_id: str
 
     def validate(self, state: HarnessState) -> None:
@@ -191,7 +191,7 @@ class RestoreTask(Action):
     """Put a down-weighted task back to weight 1 (level 0)."""
 
     op: ClassVar[str] = "restore_task"
-    interface: ClassVar[str] = "sampling"
+    interface: ClassVar[Interface] = Interface.SAMPLING
     task_id: str
 
     def validate(self, state: HarnessState) -> None:
@@ -207,7 +207,7 @@ class AddField(Action):
     """Mount a guidance field on a task; `criterion_id` optionally names the blind criterion it targets."""
 
     op: ClassVar[str] = "add_field"
-    interface: ClassVar[str] = "guidance"
+    interface: ClassVar[Interface] = Interface.GUIDANCE
     task_id: str
     field: str
     text: str
@@ -233,7 +233,7 @@ class DropField(Action):
     """Unmount a guidance field from a task."""
 
     op: ClassVar[str] = "drop_field"
-    interface: ClassVar[str] = "guidance"
+    interface: ClassVar[Interface] = Interface.GUIDANCE
     task_id: str
     field: str
 
@@ -252,7 +252,7 @@ class CreateCriterion(Action):
     """Add a criterion (negative points: a pitfall); the harness gives it a fresh id."""
 
     op: ClassVar[str] = "create_criterion"
-    interface: ClassVar[str] = "rubric"
+    interface: ClassVar[Interface] = Interface.RUBRIC
     task_id: str
     text: str
     points: float
@@ -271,7 +271,7 @@ class RewriteCriterion(Action):
     """New text for a non-anchor criterion (its version goes up by one); `tags` None keeps its tags."""
 
     op: ClassVar[str] = "rewrite_criterion"
-    interface: ClassVar[str] = "rubric"
+    interface: ClassVar[Interface] = Interface.RUBRIC
     task_id: str
     criterion_id: str
     text: str
@@ -293,7 +293,7 @@ class DeleteCriterion(Action):
     """Remove a non-anchor criterion."""
 
     op: ClassVar[str] = "delete_criterion"
-    interface: ClassVar[str] = "rubric"
+    interface: ClassVar[Interface] = Interface.RUBRIC
     task_id: str
     criterion_id: str
 
@@ -309,7 +309,7 @@ class ReweightCriterion(Action):
     """New points for a criterion (anchors included), same sign; the anchors' share is then restored."""
 
     op: ClassVar[str] = "reweight_criterion"
-    interface: ClassVar[str] = "rubric"
+    interface: ClassVar[Interface] = Interface.RUBRIC
     task_id: str
     criterion_id: str
     points: float
@@ -339,7 +339,7 @@ class MergeCriteria(Action):
     """Replace two or more non-anchor criteria of one sign by one; `tags` None keeps the tags they all share."""
 
     op: ClassVar[str] = "merge_criteria"
-    interface: ClassVar[str] = "rubric"
+    interface: ClassVar[Interface] = Interface.RUBRIC
     task_id: str
     criterion_ids: tuple[str, ...]
     text: str
@@ -376,7 +376,7 @@ class SplitCriterion(Action):
     """Replace a non-anchor criterion by two or more parts of its sign; `tags` None gives each part its tags."""
 
     op: ClassVar[str] = "split_criterion"
-    interface: ClassVar[str] = "rubric"
+    interface: ClassVar[Interface] = Interface.RUBRIC
     task_id: str
     criterion_id: str
     texts: tuple[str, ...]

@@ -9,8 +9,9 @@ Fields go at the end of the last user message, after a blank line, one per line 
     <critique>...</critique>
 
 The last user message is where the request is, so the guidance sits right after it and before the generation
-prompt; earlier turns stay as the data gives them. Field text goes in verbatim. The bare rendering (no fields) is
-the prompt evaluation uses, and the context the loss may be computed under instead of the guided one.
+prompt; earlier turns stay as the data gives them. Field text goes in verbatim, unless the guided prompt exceeds
+the budget (`fit_fields`). The bare rendering (no fields) is the prompt evaluation uses, and the context the loss
+may be computed under instead of the guided one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 from typing import Sequence
 
 from harnessrl_jax.harness.state import FIELDS, GuidanceState
-from harnessrl_jax.rubric.schema import Task
 
 
 def guidance_block(fields: Sequence[tuple[str, str]]) -> str:
@@ -53,20 +53,43 @@ def render_prompt(tokenizer, prompt: Sequence[dict[str, str]], fields: Sequence[
                                          tokenize=tokenize)
 
 
-def render(tokenizer, tasks: Sequence[Task], indices: Sequence[int], guidance: GuidanceState | None, *,
-           tokenize: bool = False) -> list[str] | list[list[int]]:
-    """Prompts of the drawn tasks `tasks[i]` for i in `indices` (rows of the harness), with their mounted fields.
+def fit_fields(tokenizer, prompt: Sequence[dict[str, str]], fields: Sequence[tuple[str, str]], limit: int, *,
+               min_chars: int = 40) -> tuple[tuple[tuple[str, str], ...] | None, bool]:
+    """(fields, shortened): the fields as rendered within `limit` prompt tokens, or (None, False) when even the
+    shortest form does not fit.
 
-    `guidance=None` gives the bare prompts.
+    A guided prompt over the budget is shortened, never swapped for another prompt: field texts are cut (ending in
+    ' ...'), the one that gives away most first (`transitions.DROP_ORDER`), down to `min_chars` each. The cut is a
+    function of the texts and the tokenizer only, so the critic measures a candidate on exactly the prompt training
+    will later sample it in.
     """
-    out = []
-    for i in (int(i) for i in indices):
-        fields = task_fields(guidance, i) if guidance is not None else ()
-        out.append(render_prompt(tokenizer, tasks[i].prompt, fields, tokenize=tokenize))
-    return out
+    from harnessrl_jax.harness.transitions import DROP_ORDER
+
+    fields = tuple((n, t) for n, t in fields)
+
+    def length(fs):
+        return len(render_prompt(tokenizer, prompt, fs, tokenize=True))
+
+    over = length(fields) - limit
+    if over <= 0:
+        return fields, False
+    texts = dict(fields)
+    for name in DROP_ORDER:
+        if name not in texts:
+            continue
+        for _ in range(4):  # token counts are not additive: re-measure after each cut
+            text = texts[name]
+            n_tok = max(len(tokenizer.encode(text)), 1)
+            keep = int(len(text) * (n_tok - over - 4) / n_tok)
+            texts[name] = _cut(text, max(keep, min_chars))
+            over = length(tuple((n, texts[n]) for n, _ in fields)) - limit
+            if over <= 0:
+                return tuple((n, texts[n]) for n, _ in fields), True
+            if keep <= min_chars:
+                break
+    return None, False
 
 
-def render_bare(tokenizer, tasks: Sequence[Task], indices: Sequence[int], *,
-                tokenize: bool = False) -> list[str] | list[list[int]]:
-    """The same prompts with no guidance: what evaluation sees, and the loss context when training bare."""
-    return render(tokenizer, tasks, indices, None, tokenize=tokenize)
+def _cut(text: str, n: int) -> str:
+    text = text.strip()
+    return text if len(text) <= n else text[:n].rstrip() + " ..."

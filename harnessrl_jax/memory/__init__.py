@@ -15,11 +15,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from harnessrl_jax.memory.semantic import (DEFAULT_EMBEDDER, Donor, Embedder, Example, SemanticIndex,
                                            embedder_path)
-from harnessrl_jax.memory.store import (SCHEMA_VERSION, ActionRecord, DrawRecord, RecordStore, harness_changes,
-                                        undoes)
+from harnessrl_jax.memory.store import (SCHEMA_VERSION, ActionRecord, DrawRecord, RecordStore, Update,
+                                        harness_changes, redoes, undoes)
 
 __all__ = ["Memory", "RecordStore", "SemanticIndex", "Embedder", "DrawRecord", "ActionRecord", "Donor", "Example",
-           "DEFAULT_EMBEDDER", "SCHEMA_VERSION", "embedder_path", "harness_changes", "undoes"]
+           "DEFAULT_EMBEDDER", "SCHEMA_VERSION", "Update", "embedder_path", "harness_changes", "redoes", "undoes"]
 
 
 class Memory:
@@ -76,6 +76,10 @@ class Memory:
     def history(self, task_id: str, before_step: int | None = None, limit: int | None = None) -> list[DrawRecord]:
         """Time index: the task's earlier draws, newest first."""
         return self.store.history(task_id, before_step, limit)
+
+    def updates(self, task_id: str, before_step: int | None = None) -> list[Update]:
+        """Time index: the task's earlier proposed updates, newest first, accepted ones marked when undone."""
+        return self.store.updates(task_id, before_step)
 
     def query(self, text: str, k: int = 4, min_cosine: float = 0.82, exclude_task: str | None = None,
               examples: int = 2) -> list[Donor]:

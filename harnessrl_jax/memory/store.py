@@ -22,8 +22,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from harnessrl_jax.words import VERDICTS
+
 SCHEMA_VERSION = 1
-VERDICTS = ("accepted", "rejected", "noop")
 
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -167,6 +168,28 @@ def undoes(later: ActionRecord, earlier: ActionRecord) -> bool:
     if not earlier.changes:
         return False
     return all(t in later.changes and later.changes[t][1] == before for t, (before, _) in earlier.changes.items())
+
+
+def redoes(changes: Mapping[str, Sequence[Any]], earlier: ActionRecord) -> bool:
+    """True when `changes` ({target: [before, after]}) make exactly the change `earlier` made: same targets, same
+    values after."""
+    if not earlier.changes or set(changes) != set(earlier.changes):
+        return False
+    return all(_same(changes[t][1], after) for t, (_, after) in earlier.changes.items())
+
+
+def _same(a, b) -> bool:
+    return json.loads(_dumps(a)) == json.loads(_dumps(b))
+
+
+@dataclasses.dataclass(frozen=True)
+class Update:
+    """One of a task's earlier proposed updates, as the proposers see it: the step, the record (verdict, deltas,
+    changes) and, for an accepted one, whether a later accepted update of the task undid it."""
+
+    step: int
+    record: ActionRecord
+    undone: bool = False
 
 
 def harness_changes(before: Mapping[str, Any], after: Mapping[str, Any], prefix: str = "") -> dict[str, list]:
@@ -406,6 +429,17 @@ class RecordStore:
             sql, args = sql + f" AND draw_id IN ({sub})", args + list(sub_args)
         rows = self.db.execute(sql + " ORDER BY step DESC, draw_id DESC, id", args)
         return [(s, d, _action(json.loads(p))) for s, d, p in rows]
+
+    def updates(self, task_id: str, before_step: int | None = None, limit: int | None = 50) -> list[Update]:
+        """The task's earlier updates (accepted, rejected, noop), newest first, each accepted one marked `undone`
+        when a later accepted update of the task put its targets back."""
+        acts = self.actions(task_id, before_step)
+        out = []
+        for n, (step, _, a) in enumerate(acts):
+            undone = a.verdict == "accepted" and any(
+                later.verdict == "accepted" and undoes(later, a) for _, _, later in acts[:n])
+            out.append(Update(step, a, undone))
+        return out[:limit] if limit is not None else out
 
     def would_reverse(self, task_id: str, candidate: ActionRecord, before_step: int | None = None,
                       within: int = 2) -> tuple[int, ActionRecord] | None:

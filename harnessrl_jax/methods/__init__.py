@@ -1,32 +1,36 @@
-"""Training methods by name (`config.method`): which harness interfaces move and what runs between scoring and
-training.
+"""Training methods by name (`config.method`), each a small frozen description of its parts (`Method`); one step
+function, `loop.Stepper`, runs any description:
 
-    method = get_method(config.method)(run, workdir)     # run = loop.setup(config)
-    method.start(extra)                                   # extra: a checkpoint's `extra` slot, or None (fresh)
-    state, metrics, records = method.step(state, step)    # records: harness.jsonl lines of this step
-    ckpt.save(step + 1, state, method.extra())            # JSON, everything the method needs to resume exactly
-    method.close()
+    method = describe(config)                    # METHODS[config.method](config) -> Method
+    stepper = loop.Stepper(run, method, workdir)  # run = build.setup(config)
+    stepper.start(extra)                          # extra: a checkpoint's `extra` slot, or None (fresh)
+    state, metrics, records = stepper.step(state, step)
 
-`grpo`: plain GRPO, the harness with every interface frozen (`methods/grpo.py`). `harnessrl`: the full harness,
-attributor -> proposer -> just-in-time critic with memory (`methods/harnessrl.py`); its ablations are the
-config.harness switches `no_critic`, `no_memory`, `only_guidance`, `only_rubric`.
+A description names: the task sampler (`samplers.SAMPLERS`), the interfaces the evolver may update (none: the
+harness is frozen and the attributor only observes), the transition functions, whether the critic measures and the
+memory is kept, the context the loss sees, and which rubric the advantages use. `grpo` is the harness with every
+interface frozen; `harnessrl` the full harness, its ablations set by config.harness switches. Add a method by
+registering a function from the config to its description here (docs/design.md, "Adding a method").
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from harnessrl_jax.methods.grpo import GRPO
-from harnessrl_jax.methods.harnessrl import HarnessRL
+from harnessrl_jax.methods.base import ADVANTAGE_RUBRICS, LOSS_CONTEXTS, Method
+from harnessrl_jax.methods.grpo import grpo
+from harnessrl_jax.methods.harnessrl import harnessrl
+from harnessrl_jax.methods.samplers import SAMPLERS, EpochSampler, HarnessSampler
 
-METHODS: dict[str, Callable] = {"grpo": GRPO, "harnessrl": HarnessRL}
-
-
-def get_method(name: str) -> Callable:
-    """The method class registered as `name`."""
-    if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; known: {sorted(METHODS)}")
-    return METHODS[name]
+METHODS: dict[str, Callable[..., Method]] = {"grpo": grpo, "harnessrl": harnessrl}
 
 
-__all__ = ["GRPO", "HarnessRL", "METHODS", "get_method"]
+def describe(config) -> Method:
+    """The description of config.method under `config`."""
+    if config.method not in METHODS:
+        raise ValueError(f"--config.method={config.method!r}: known methods {sorted(METHODS)}")
+    return METHODS[config.method](config)
+
+
+__all__ = ["ADVANTAGE_RUBRICS", "EpochSampler", "HarnessSampler", "LOSS_CONTEXTS", "METHODS", "Method", "SAMPLERS",
+           "describe", "grpo", "harnessrl"]

@@ -88,6 +88,13 @@ class Task:
     def points(self) -> tuple[float, ...]:
         return tuple(c.points for c in self.criteria)
 
+    @property
+    def user_text(self) -> str:
+        """The last user message: where the request is, what guidance is mounted after and what prompt-dependent
+        rules (combination:repeat_prompt) compare with; the last message when no turn is the user's."""
+        users = [m["content"] for m in self.prompt if m.get("role") == "user"]
+        return users[-1] if users else (self.prompt[-1]["content"] if self.prompt else "")
+
 
 class RecordError(ValueError):
     """A record field failed validation; `field` is its path, e.g. `rubrics[2].points`."""

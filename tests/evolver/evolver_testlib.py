@@ -82,10 +82,10 @@ class FakeClient:
         return Reply(self.answers.pop(0) if len(self.answers) > 1 else self.answers[0])
 
 
-def build_context(criteria, responses, reference=None, *, state=None, history=(), tid="t", S=None, donors=None,
-                  step=10):
+def build_context(criteria, responses, reference=None, *, state=None, history=None, tid="t", S=None, donors=None,
+                  step=10, updates=(), config=None):
     """A TaskContext as the evolver builds it: H_t (the seed harness unless given), S by the rule judge unless
-    given, and the attribution with the given time-index history."""
+    given, and the attribution with the given time-index history (None: no memory, the group judged alone)."""
     from harnessrl_jax.evolver import TaskContext, attribute
     from harnessrl_jax.harness import HarnessState
 
@@ -93,8 +93,11 @@ def build_context(criteria, responses, reference=None, *, state=None, history=()
     state = state or HarnessState.from_tasks([task])
     crits = state.rubric_of(tid)
     S = regrade_with_rules(task, responses, crits) if S is None else np.asarray(S, float)
-    att = attribute(task, crits, S, responses, history=history)
-    return TaskContext(step, task, state, tuple(responses), S, att, tuple(history), donors or {})
+    from harnessrl_jax.evolver import AttributorConfig
+
+    att = attribute(task, crits, S, responses, history=history, config=config or AttributorConfig())
+    return TaskContext(step, task, state, tuple(responses), S, att, tuple(history or ()), donors or {},
+                       updates=tuple(updates))
 
 
 def repeat_as_history(ctx, task_label=None, draw_id=7):

@@ -2,13 +2,15 @@
 memory store), stage (the saturation window, the task diagnosis, generic content), hacking (length gaming, keyword
 stuffing, compliance claims, isolation, the LLM check) and the wording check."""
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 from evolver_testlib import FakeClient, draw, kw, llm, make_task, regrade_with_rules, words_under
-from harnessrl_jax.evolver import (AGREE, BLIND, SATURATED, SPURIOUS, AttributorConfig, Evolver, Group,
+from harnessrl_jax.words import Label
+from harnessrl_jax.evolver import (AttributorConfig, Evolver, Group,
                                    LLMHackingCheck, attribute, wording_check)
 from harnessrl_jax.harness import HarnessState
 from harnessrl_jax.rubric.reward import discriminative_mass
@@ -42,7 +44,7 @@ def test_unmet_now_and_never_met_in_the_time_index_is_blind(memory):
     history = memory.history("cold", before_step=2)
     att = attribute(task, crits, S, PLAIN, history=history)
     a = att.get("cold/c2")
-    assert a.label == BLIND and a.question == "reach"
+    assert a.label == Label.BLIND and a.question == "reach"
     assert a.evidence.pass_rate == 0.0 and a.evidence.history_pass_rates == (0.0, 0.0)
     assert a.evidence.draw_ids == tuple(r.draw_id for r in history)  # both records, newest first
     assert a.evidence.ids() == tuple(f"draw:{r.draw_id}" for r in history)
@@ -56,7 +58,7 @@ def test_unmet_now_but_met_before_is_agree_single_step_noise(memory):
     memory.append_step(5, [draw(5, "cold", crits, PLAIN, S)])
     history = memory.history("cold", before_step=6)
     a = attribute(task, crits, S, PLAIN, history=history).get("cold/c2")
-    assert a.label == AGREE and a.question == "reach" and "noise" in a.reason
+    assert a.label == Label.AGREE and a.question == "reach" and "noise" in a.reason
     assert a.evidence.draw_ids == (history[1].draw_id,)  # the draw at step 4 that met it
     assert a.evidence.history_pass_rates == (0.0, 1 / 8)
 
@@ -67,8 +69,9 @@ def test_met_only_under_an_earlier_wording_is_still_blind(memory):
     lemon = [r + " Lemon helps." for r in PLAIN]
     memory.append_step(0, [draw(0, "cold", old, lemon, regrade_with_rules(task, lemon, old))])
     assert memory.store.ever_met("cold", "cold/c2")  # met under the old wording...
-    a = attribute(task, crits, S, PLAIN, history=memory.history("cold", before_step=1)).get("cold/c2")
-    assert a.label == BLIND  # ...but the property asked now was never reached
+    a = attribute(task, crits, S, PLAIN, history=memory.history("cold", before_step=1),
+                  config=AttributorConfig(blind_window=1)).get("cold/c2")
+    assert a.label == Label.BLIND  # ...but the property asked now was never reached
 
 
 def test_a_pitfall_every_rollout_commits_is_blind_and_never_hacking():
@@ -76,7 +79,7 @@ def test_a_pitfall_every_rollout_commits_is_blind_and_never_hacking():
     task, crits, S = setup([kw("t/c0", "Names glucose.", 4, "glucose"), pit],
                            [f"Cellulose dissolves in water; glucose unit {j}." for j in range(8)], None, "t")
     att = attribute(task, crits, S, [f"Cellulose dissolves in water; glucose unit {j}." for j in range(8)])
-    assert att.get("t/c1").label == BLIND and att.get("t/c1").evidence.pass_rate == 0.0
+    assert att.get("t/c1").label == Label.BLIND and att.get("t/c1").evidence.pass_rate == 0.0
 
 
 # ------------------------------------------------------------------------------------------------------- stage
@@ -84,15 +87,15 @@ def test_a_pitfall_every_rollout_commits_is_blind_and_never_hacking():
 def test_saturated_needs_every_rollout_over_the_whole_window(memory):
     task, crits, S = setup()
     # c0 (rest) and c3 (length) are met 8/8 now. With no earlier draw the window of 2 is not filled: agree.
-    att = attribute(task, crits, S, PLAIN)
-    assert att.get("cold/c0").label == AGREE and "window" in att.get("cold/c0").reason
+    att = attribute(task, crits, S, PLAIN, history=())
+    assert att.get("cold/c0").label == Label.AGREE and "window" in att.get("cold/c0").reason
     memory.append_step(0, [draw(0, "cold", crits, PLAIN, S)])
     hist = memory.history("cold", before_step=1)
     att = attribute(task, crits, S, PLAIN, history=hist)
-    assert att.get("cold/c0").label == SATURATED and att.get("cold/c0").evidence.draw_ids == (hist[0].draw_id,)
+    assert att.get("cold/c0").label == Label.SATURATED and att.get("cold/c0").evidence.draw_ids == (hist[0].draw_id,)
     # A window of 3 needs two earlier draws at 8/8.
     assert attribute(task, crits, S, PLAIN, history=hist,
-                     config=AttributorConfig(saturation_window=3)).get("cold/c0").label == AGREE
+                     config=AttributorConfig(saturation_window=3)).get("cold/c0").label == Label.AGREE
 
 
 def test_one_miss_in_the_window_breaks_saturation(memory):
@@ -101,7 +104,7 @@ def test_one_miss_in_the_window_breaks_saturation(memory):
     earlier[0] = "Drink water, it is the best thing you can do."  # no rest
     memory.append_step(0, [draw(0, "cold", crits, earlier, regrade_with_rules(task, earlier, crits))])
     a = attribute(task, crits, S, PLAIN, history=memory.history("cold", before_step=1)).get("cold/c0")
-    assert a.label == AGREE and a.evidence.history_pass_rates == (7 / 8,)
+    assert a.label == Label.AGREE and a.evidence.history_pass_rates == (7 / 8,)
 
 
 def test_task_is_saturated_when_saturated_criteria_pull_its_mass_below_the_threshold(memory):
@@ -110,14 +113,14 @@ def test_task_is_saturated_when_saturated_criteria_pull_its_mass_below_the_thres
     hist = memory.history("cold", before_step=1)
     att = attribute(task, crits, S, PLAIN, history=hist)
     # c0, c1, c3 saturated, c2 blind: nothing splits the group.
-    assert [a.label for a in att.criteria] == [SATURATED, SATURATED, BLIND, SATURATED]
+    assert [a.label for a in att.criteria] == [Label.SATURATED, Label.SATURATED, Label.BLIND, Label.SATURATED]
     assert att.mass == discriminative_mass(np.array([3, 3, 2, 1.0]), S) == 0.0
-    assert att.task_label == SATURATED and "3 saturated" in att.task_reason
+    assert att.task_label == Label.SATURATED and "3 saturated" in att.task_reason
     # More blind than saturated criteria: the task is not mastered, it is out of reach; no down-weight.
     task2, crits2, S2 = setup([COLD[0], kw("cold/c1", "Mentions lemon.", 1, "lemon"), COLD[2]])
     memory.append_step(1, [draw(1, "cold2", crits2, PLAIN, S2)])
     att2 = attribute(task2, crits2, S2, PLAIN, history=memory.history("cold2", before_step=2))
-    assert [a.label for a in att2.criteria] == [SATURATED, BLIND, BLIND] and att2.task_label is None
+    assert [a.label for a in att2.criteria] == [Label.SATURATED, Label.BLIND, Label.BLIND] and att2.task_label is None
 
 
 def test_a_task_whose_criteria_still_split_the_group_is_not_saturated(memory):
@@ -128,7 +131,7 @@ def test_a_task_whose_criteria_still_split_the_group_is_not_saturated(memory):
                     config=AttributorConfig(task_mass_threshold=0.25))
     assert att.mass == 0.25 and att.task_label is None  # mass 1/4 is not below 0.25
     att = attribute(task, crits, S, responses, history=memory.history("cold", before_step=1))
-    assert att.task_label == SATURATED  # below the default 0.5
+    assert att.task_label == Label.SATURATED  # below the default 0.5
 
 
 def test_generic_saturation_is_flagged_for_a_second_tightening(memory):
@@ -140,9 +143,9 @@ def test_generic_saturation_is_flagged_for_a_second_tightening(memory):
     memory.append_step(0, [draw(0, "cold", crits, responses, S)])
     att = attribute(task, crits, S, responses, history=memory.history("cold", before_step=1))
     c4, c5, c0 = att.get("cold/c4"), att.get("cold/c5"), att.get("cold/c0")
-    assert c4.label == SATURATED and c4.generic and c4.evidence.phrase == "take care and feel better soon"
-    assert c5.label == SATURATED and c5.generic and c5.evidence.phrase == "friendly"
-    assert c0.label == SATURATED and not c0.generic  # "rest" sits in each response's own advice
+    assert c4.label == Label.SATURATED and c4.generic and c4.evidence.phrase == "take care and feel better soon"
+    assert c5.label == Label.SATURATED and c5.generic and c5.evidence.phrase == "friendly"
+    assert c0.label == Label.SATURATED and not c0.generic  # "rest" sits in each response's own advice
 
 
 # ----------------------------------------------------------------------------------------------------- hacking
@@ -155,19 +158,39 @@ def _short(j):
     return f"It works because cellulose fibres bind together tightly, case {j}."
 
 
+def _met_before(crits, positive, k=0, step=3):
+    """A time-index record in which `positive` met criterion k (the others not judged)."""
+    S = np.full((len(crits), 1), np.nan)
+    S[k] = 1.0
+    return (dataclasses.replace(draw(step, "t", crits, [positive], S), draw_id=11),)
+
+
 def test_length_gaming_when_only_the_satisfying_side_is_long_and_positives_are_not():
     crits_in = [llm("t/c0", "Explains the mechanism in depth.", 3), llm("t/c1", "Is accurate.", 2)]
     responses = [_long(j) for j in range(4)] + [_short(j) for j in range(4)]
-    task, crits, _ = setup(crits_in, responses, "Cellulose fibres bind by hydrogen bonds into a mesh.", "t")
+    task, crits, _ = setup(crits_in, responses, None, "t")
     S = np.array([[1, 1, 1, 1, 0, 0, 0, 0], [1, 0, 1, 0, 1, 0, 1, 0]], float)
-    a = attribute(task, crits, S, responses).get("t/c0")
-    assert a.label == SPURIOUS and a.question == "hacking"
+    # An earlier response of the task met it in a dozen words: the property does not need length.
+    history = _met_before(crits, "Cellulose fibres bind by hydrogen bonds into a mesh of strong sheets.")
+    a = attribute(task, crits, S, responses, history=history).get("t/c0")
+    assert a.label == Label.SPURIOUS and a.question == "hacking" and a.evidence.draw_ids == (11,)
     sig = a.evidence.signals["length_gaming"]
     assert sig["direction"] == "longer" and sig["auc"] == 1.0
     assert sig["satisfying_median_words"] > 1.5 * sig["positives_median_words"]
-    # The same split, but the reference is as long as the satisfying side: length is the property, not a game.
-    task_long = make_task("t", crits_in, _long(99))
-    assert attribute(task_long, crits, S, responses).get("t/c0").label == AGREE
+    # The same split, but the earlier satisfying response is as long as the satisfying side: length is the
+    # property, not a game.
+    assert attribute(task, crits, S, responses, history=_met_before(crits, _long(99))).get("t/c0").label == \
+        Label.AGREE
+
+
+def test_a_dataset_reference_is_never_evidence():
+    """The task's dataset reference describes the corpus only: a long one changes no label and no signal."""
+    crits_in = [llm("t/c0", "Explains the mechanism in depth.", 3), llm("t/c1", "Is accurate.", 2)]
+    responses = [_long(j) for j in range(4)] + [_short(j) for j in range(4)]
+    S = np.array([[1, 1, 1, 1, 0, 0, 0, 0], [1, 0, 1, 0, 1, 0, 1, 0]], float)
+    plain = attribute(make_task("t", crits_in), crits_in, S, responses)
+    with_ref = attribute(make_task("t", crits_in, _long(99)), crits_in, S, responses)
+    assert with_ref.to_dict() == plain.to_dict()
 
 
 STUFFED = ["rest rest rest rest", "rest rest rest", PLAIN[2], PLAIN[6],
@@ -182,20 +205,20 @@ def test_length_is_judged_against_positives_retrieved_from_the_semantic_index(me
     task = make_task("t", crits_in, None)
     h = HarnessState.from_tasks([task, make_task("d", [llm("d/c0", "Explains the mechanism in depth.")])])
     (ctx,) = Evolver().attribute(3, [Group(task, responses, S)], h, memory)
-    assert ctx.attribution.get("t/c0").label == SPURIOUS  # no positive anywhere: the long side looks gamed
+    assert ctx.attribution.get("t/c0").label == Label.SPURIOUS  # no positive anywhere: the long side looks gamed
     # Another task's response that met the same criterion is just as long: length is part of the property.
     donor = [_long(50 + j) for j in range(8)]
     memory.append_step(3, [draw(3, "d", h.rubric_of("d"), donor, [[1, 0] * 4])])
     (ctx,) = Evolver().attribute(4, [Group(task, responses, S)], h, memory)
     a = ctx.attribution.get("t/c0")
-    assert a.label == AGREE and [d.task_id for d in ctx.donors["t/c0"]] == ["d"]
+    assert a.label == Label.AGREE and [d.task_id for d in ctx.donors["t/c0"]] == ["d"]
     # A short donor positive confirms the flag, and the evidence names the donor row it was judged against.
     short = [_short(50 + j) for j in range(8)]
     memory.append_step(5, [draw(5, "e", [llm("e/c0", "Explains the mechanism in depth.")], short, [[1] * 8])])
     memory.append_step(6, [draw(6, "d", h.rubric_of("d"), short, [[1] * 8])])
     (ctx,) = Evolver().attribute(7, [Group(task, responses, S)], h, memory)
     a = ctx.attribution.get("t/c0")
-    assert a.label == SPURIOUS and a.evidence.donor_rows
+    assert a.label == Label.SPURIOUS and a.evidence.donor_rows
     assert set(a.evidence.donor_rows) <= {d.row for d in ctx.donors["t/c0"]}
 
 
@@ -204,7 +227,7 @@ def test_keyword_stuffing_degenerate_responses_meet_the_keyword():
     task, crits, S = setup(responses=responses)
     a = attribute(task, crits, S, responses).get("cold/c0")
     assert list(S[0]) == [1, 1, 1, 1, 0, 0, 0, 0]
-    assert a.label == SPURIOUS
+    assert a.label == Label.SPURIOUS
     stuffing = a.evidence.signals["keyword_stuffing"]
     assert stuffing["responses"] == [0, 1] and stuffing["degenerate_failing"] == 0.0
     assert stuffing["kinds"] == ["very short"] and stuffing["degenerate_satisfying"] == 0.5
@@ -218,7 +241,7 @@ def test_compliance_claims_shared_by_the_satisfying_side_are_surface_compliance(
     task, crits, _ = setup(crits_in, responses, REF, "t")
     S = np.array([[1] * 4 + [0] * 4, [1, 0] * 4], float)
     a = attribute(task, crits, S, responses).get("t/c0")
-    assert a.label == SPURIOUS
+    assert a.label == Label.SPURIOUS
     assert a.evidence.signals["surface_compliance"]["phrase"] == "All requirements have been met"
     assert a.evidence.phrase == "Covers all of the user's questions"
 
@@ -230,11 +253,15 @@ def test_isolated_compliance_met_while_the_other_criteria_and_quality_proxies_fa
     odd = ["A cold is a storm that passes through the house of the body.",
            "Your nose is a river in spring, it will settle."] * 2
     responses = odd + good
-    task, crits, S = setup([kw("t/c0", "Uses a metaphor.", 2, "(storm|river)")] + COLD[:3], responses, REF, "t")
+    task, crits, S = setup([kw("t/c0", "Uses a metaphor.", 2, "(storm|river)")] + COLD[:3], responses, None, "t")
     a = attribute(task, crits, S, responses).get("t/c0")
     assert list(S[0]) == [1] * 4 + [0] * 4
     sig = a.evidence.signals["isolated"]
-    assert a.label == SPURIOUS and sig["other_reward_satisfying"] == 0.0 and sig["other_reward_failing"] == 100.0
+    assert a.label == Label.SPURIOUS and sig["other_reward_satisfying"] == 0.0 and sig["other_reward_failing"] == 100.0
+    assert sig["quality_proxy_satisfying"] == sig["quality_proxy_failing"] == 1.0  # no positive: soundness only
+    # An earlier satisfying response that also covers the task (rest, fluids, honey) makes the proxy tell them apart.
+    history = _met_before(crits, "Rest and fluids; honey calms the storm in your throat.")
+    sig = attribute(task, crits, S, responses, history=history).get("t/c0").evidence.signals["isolated"]
     assert sig["quality_proxy_satisfying"] < sig["quality_proxy_failing"]
 
 
@@ -242,7 +269,7 @@ def test_a_criterion_that_splits_the_group_with_no_surface_feature_is_agree():
     responses = PLAIN[:4] + [r + " Honey in tea soothes the throat." for r in PLAIN[4:]]
     task, crits, S = setup(responses=responses)
     a = attribute(task, crits, S, responses).get("cold/c2")
-    assert a.label == AGREE and a.question == "hacking" and a.evidence.signals == {}
+    assert a.label == Label.AGREE and a.question == "hacking" and a.evidence.signals == {}
     assert a.evidence.satisfying == (4, 5, 6, 7) and a.evidence.failing == (0, 1, 2, 3)
 
 
@@ -250,7 +277,7 @@ def test_length_rules_are_never_length_gaming():
     responses = [_long(j) for j in range(4)] + [_short(j) for j in range(4)]
     task, crits, S = setup([words_under("t/c0", 30), llm("t/c1", "Is accurate.")], responses, None, "t")
     S[1] = [1, 0] * 4
-    assert attribute(task, crits, S, responses).get("t/c0").label == AGREE
+    assert attribute(task, crits, S, responses).get("t/c0").label == Label.AGREE
 
 
 # ----------------------------------------------------------------------------------------------- the LLM check
@@ -265,14 +292,15 @@ def test_llm_check_through_the_judge_protocol_finds_what_the_cpu_cannot():
     responses = [f"Cause and cure, case {j}: a virus; rest." for j in range(8)]
     task, crits, _ = setup(crits_in, responses, REF, "t")
     S = np.array([[1] * 4 + [0] * 4, [1, 0] * 4], float)
-    assert attribute(task, crits, S, responses).get("t/c0").label == AGREE  # nothing on the surface
+    assert attribute(task, crits, S, responses).get("t/c0").label == Label.AGREE  # nothing on the surface
     client = FakeClient(_answer(True), _answer(False))
     att = attribute(task, crits, S, responses, llm_check=LLMHackingCheck(client))
     a = att.get("t/c0")
-    assert a.label == SPURIOUS and a.evidence.phrase == "Explains"
+    assert a.label == Label.SPURIOUS and a.evidence.phrase == "Explains"
     assert a.evidence.signals["llm"]["pattern"] == "partial_coverage"
     prompt = client.prompts[0]
-    assert "Explains both the cause and the cure" in prompt and REF in prompt and "{" + "satisfying}" not in prompt
+    assert "Explains both the cause and the cure" in prompt and "{" + "satisfying}" not in prompt
+    assert REF not in prompt  # the task's dataset reference never reaches a model prompt
 
 
 def test_llm_check_in_confirm_mode_is_asked_only_about_flagged_criteria_and_decides():
@@ -281,7 +309,7 @@ def test_llm_check_in_confirm_mode_is_asked_only_about_flagged_criteria_and_deci
     client = FakeClient(_answer(False, "none", ""))
     att = attribute(task, crits, S, responses, llm_check=LLMHackingCheck(client),
                     config=AttributorConfig(llm_mode="confirm"))
-    assert att.get("cold/c0").label == AGREE  # the model overrules the CPU flag
+    assert att.get("cold/c0").label == Label.AGREE  # the model overrules the CPU flag
     assert len(client.prompts) == 1  # c1 (fluids) splits the group too but no signal fired, so it is not asked
     assert "keyword_stuffing" in att.get("cold/c0").evidence.signals
 
@@ -293,7 +321,7 @@ def test_llm_phrase_must_be_quoted_from_the_criterion():
     S = np.array([[1] * 4 + [0] * 4, [1, 0] * 4], float)
     client = FakeClient(_answer(True, "surface_compliance", "adjective density"))
     a = attribute(task, crits, S, responses, llm_check=LLMHackingCheck(client)).get("t/c0")
-    assert a.label == SPURIOUS and a.evidence.phrase == "Uses specific sensory details"  # the wording check's
+    assert a.label == Label.SPURIOUS and a.evidence.phrase == "Uses specific sensory details"  # the wording check's
 
 
 # ------------------------------------------------------------------------------------------------ wording check

@@ -107,7 +107,7 @@ def test_cold_start_json_round_trips_and_is_read_by_the_critic(tmp_path):
                                            "task_mass_threshold", "anchors", "stats", "meta", "null_percentile"}
     back = ColdStart.load(path)
     assert back.to_dict() == cs.to_dict()
-    assert Bands.from_cold_start(str(path)) == cs.to_bands() == Bands(cs.bands["guidance"], cs.bands["rubric"])
+    assert ColdStart.load(str(path)).to_bands() == cs.to_bands() == Bands(cs.bands["guidance"], cs.bands["rubric"])
     assert d["stats"]["null_between_groups"]["n"] == 30 and math.isclose(
         d["stats"]["null_between_groups"]["p95"], cs.bands["guidance"][0])
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from evolver_testlib import build_context, llm, make_task, repeat_as_history
-from harnessrl_jax.evolver import ACCEPTED, REJECTED, Bands, Candidate, ColdStart, Critic, CriticHooks
+from harnessrl_jax.words import Verdict
+from harnessrl_jax.evolver import Bands, Candidate, ColdStart, Critic, CriticHooks
 from harnessrl_jax.harness import (AddField, CreateCriterion, DeleteCriterion, DownweightTask, DropField,
                                    HarnessState, MergeCriteria, RewriteCriterion, apply)
 from harnessrl_jax.harness.state import GAMMAS
@@ -74,7 +75,7 @@ def test_cellulose_step_30_fix_lowers_the_recorded_groups_reward_and_is_accepted
     np.testing.assert_allclose(new.points("cellulose"), points)
     S_new = np.array([[1] * 8, [1] * 8, [0] * 8, rows[NEW[0]], rows[NEW[1]], rows[NEW[2]]])
     expected = 100.0 - reference_rewards(points, S_new).mean()
-    assert m.verdict == ACCEPTED and m.delta_c == pytest.approx(expected) == pytest.approx(13.671875)
+    assert m.verdict == Verdict.ACCEPTED and m.delta_c == pytest.approx(expected) == pytest.approx(13.671875)
     # The raw proposed points (no anchor-share rescaling) would have given another number.
     naive = 100.0 - reference_rewards([6, 4, -2, 2, 2, 2], S_new).mean()
     assert naive == pytest.approx(18.75) and m.delta_c != pytest.approx(naive)
@@ -87,7 +88,7 @@ def test_a_rubric_change_that_raises_the_recorded_reward_has_the_wrong_sign():
     ctx = cellulose(S)
     cand = rubric(ctx, RewriteCriterion("cellulose", "cellulose/c1", "Mentions any use of filter paper"))
     m = Critic().measure(ctx, cand, CriticHooks(regrade=Regrade({"Mentions any use of filter paper": [1] * 8})))
-    assert m.verdict == REJECTED and m.delta_c < 0 and "wrong sign" in m.reason and m.direction == "too_weak"
+    assert m.verdict == Verdict.REJECTED and m.delta_c < 0 and "wrong sign" in m.reason and m.direction == "too_weak"
 
 
 def test_a_repair_too_large_for_one_step_is_refused_as_too_strong():
@@ -107,14 +108,14 @@ def test_a_repair_too_large_for_one_step_is_refused_as_too_strong():
     S_new = np.array([[1] * 8, [1] * 8, only_first, [0] * 8, only_first, only_first])
     assert m.delta_c == pytest.approx(100 - reference_rewards(points, S_new).mean())
     assert m.delta_c == pytest.approx(100 - (100 + 7 * 100 * 7.125 / 12) / 8)
-    assert m.verdict == REJECTED and m.direction == "too_strong" and "too strong" in m.reason
+    assert m.verdict == Verdict.REJECTED and m.direction == "too_strong" and "too strong" in m.reason
 
 
 def test_a_change_within_null_fluctuation_is_rejected_as_too_weak():
     ctx = cellulose()
     cand = rubric(ctx, CreateCriterion("cellulose", NEW[0], 0.2))
     m = Critic().measure(ctx, cand, CriticHooks(regrade=Regrade({NEW[0]: [1, 1, 1, 1, 0, 0, 0, 0]})))
-    assert 0 < m.delta_c < 3.1 and m.verdict == REJECTED and m.direction == "too_weak" and "null" in m.reason
+    assert 0 < m.delta_c < 3.1 and m.verdict == Verdict.REJECTED and m.direction == "too_weak" and "null" in m.reason
 
 
 def test_every_created_criterion_must_still_vary_within_the_group():
@@ -125,7 +126,7 @@ def test_every_created_criterion_must_still_vary_within_the_group():
     # inside the band...
     assert m.delta_c == pytest.approx(100 * 1.5 / 12) and m.conditions["band"]
     # ...but a criterion the whole group fails adds nothing to the advantages: (iii) rejects it.
-    assert m.verdict == REJECTED and m.non_varying == ("cellulose/h0",) and not m.conditions["varies"]
+    assert m.verdict == Verdict.REJECTED and m.non_varying == ("cellulose/h0",) and not m.conditions["varies"]
 
 
 def test_merging_criteria_the_group_all_met_only_deduplicates_and_is_exempt_from_variation():
@@ -139,7 +140,7 @@ def test_merging_criteria_the_group_all_met_only_deduplicates_and_is_exempt_from
     m = Critic().measure(ctx, cand, CriticHooks(regrade=Regrade({"Uses a formal register.": [1] * 8})))
     # Before: 100, 83.3, 50, 33.3 (twice each); after (merged 2 and c4 2 rescaled to 3 each): 100, 75, 50, 25.
     assert ctx.rbar == pytest.approx(200 / 3) and m.delta_c == pytest.approx(200 / 3 - 62.5)
-    assert m.verdict == ACCEPTED and m.non_varying == ()
+    assert m.verdict == Verdict.ACCEPTED and m.non_varying == ()
 
 
 # ------------------------------------------------------------------------------------------------------ delta_g
@@ -166,9 +167,9 @@ def blind_context():
 
 
 @pytest.mark.parametrize("met, verdict, direction", [
-    (2, ACCEPTED, None),  # c1 now met by all (+8.3) and c2 by 2 of 8 (+8.3): delta_g = 16.7
-    (8, REJECTED, "too_strong"),
-    (0, REJECTED, "too_weak"),
+    (2, Verdict.ACCEPTED, None),  # c1 now met by all (+8.3) and c2 by 2 of 8 (+8.3): delta_g = 16.7
+    (8, Verdict.REJECTED, "too_strong"),
+    (0, Verdict.REJECTED, "too_weak"),
 ])
 def test_guidance_is_measured_on_a_resampled_group_graded_under_the_current_rubric(met, verdict, direction):
     ctx = blind_context()
@@ -205,10 +206,10 @@ def test_dropping_guidance_is_accepted_when_the_policy_keeps_the_reward_without_
     ys = [f"bare {j}" for j in range(8)]
     keeps = {y: [1, 1, int(j != 0), 0] for j, y in enumerate(ys)}  # one response of 8 loses porosity: -4.2
     m = Critic().measure(ctx, cand, CriticHooks(regrade=_guided(keeps), resample=Resample(ys)))
-    assert m.delta_g == pytest.approx(-100 * 4 / 12 / 8) and m.verdict == ACCEPTED
+    assert m.delta_g == pytest.approx(-100 * 4 / 12 / 8) and m.verdict == Verdict.ACCEPTED
     loses = {y: [1, 1, 0, 0] for y in ys}
     m = Critic().measure(ctx, cand, CriticHooks(regrade=_guided(loses), resample=Resample(ys)))
-    assert m.verdict == REJECTED and m.direction == "too_strong" and "still needs it" in m.reason
+    assert m.verdict == Verdict.REJECTED and m.direction == "too_strong" and "still needs it" in m.reason
 
 
 # ------------------------------------------------------------------------------------------------------ delta_w
@@ -218,22 +219,22 @@ def test_delta_w_is_the_freed_weight_times_the_mean_reward_and_needs_a_recorded_
     cand = Candidate("cellulose", "sampling", (DownweightTask("cellulose"),), "saturated")
     no_record = Critic().measure(ctx, cand)  # no hooks: a sampling update never queries the policy
     assert no_record.delta_w == pytest.approx((1 - GAMMAS[0]) * 100.0)
-    assert no_record.verdict == REJECTED and "previous record" in no_record.reason
+    assert no_record.verdict == Verdict.REJECTED and "previous record" in no_record.reason
     ctx = cellulose(history=repeat_as_history(cellulose(), "saturated"))
     m = Critic().measure(ctx, cand)
-    assert m.verdict == ACCEPTED and m.delta_w == pytest.approx(39.0) and m.conditions["saturation_record"]
+    assert m.verdict == Verdict.ACCEPTED and m.delta_w == pytest.approx(39.0) and m.conditions["saturation_record"]
     # One level further down: w = gamma1 -> gamma2.
     lower = apply(ctx.state, DownweightTask("cellulose"))
     ctx2 = build_context(CELLULOSE, RESPONSES, None, tid="cellulose", S=ALL_MET, state=lower, history=ctx.history)
     assert Critic().measure(ctx2, cand).delta_w == pytest.approx((GAMMAS[0] - GAMMAS[1]) * 100.0)
     # The gate can be relaxed to this step's own diagnosis.
-    assert Critic(sampling_gate="off").measure(cellulose(), cand).verdict == ACCEPTED
+    assert Critic(sampling_gate="off").measure(cellulose(), cand).verdict == Verdict.ACCEPTED
 
 
 def test_delta_w_of_a_group_with_no_reward_is_not_positive():
     ctx = cellulose([[0] * 8, [0] * 8, [0] * 8, [0] * 8], history=repeat_as_history(cellulose(), "saturated"))
     m = Critic().measure(ctx, Candidate("cellulose", "sampling", (DownweightTask("cellulose"),), "saturated"))
-    assert m.delta_w == 0.0 and m.verdict == REJECTED and m.direction == "too_weak"
+    assert m.delta_w == 0.0 and m.verdict == Verdict.REJECTED and m.direction == "too_weak"
 
 
 # ---------------------------------------------------------------------------------------------- bands, switches
@@ -245,10 +246,10 @@ def test_bands_from_a_cold_start_override_the_papers(tmp_path):
     rows = {NEW[0]: [1, 1, 1, 1, 0, 0, 0, 0], NEW[1]: [1, 1, 0, 0, 0, 0, 0, 0], NEW[2]: [1, 1, 1, 1, 1, 1, 0, 0]}
     path = tmp_path / "cold_start.json"
     ColdStart(bands={"guidance": (1.0, 2.0), "rubric": (1.0, 12.0)}).save(path)
-    bands = Bands.from_cold_start(str(path))
+    bands = ColdStart.load(str(path)).to_bands()
     assert bands == Bands((1.0, 2.0), (1.0, 12.0))
     m = Critic(bands).measure(ctx, cand, CriticHooks(regrade=Regrade(rows)))
-    assert m.delta_c == pytest.approx(13.671875) and m.verdict == REJECTED and m.band == (1.0, 12.0)
+    assert m.delta_c == pytest.approx(13.671875) and m.verdict == Verdict.REJECTED and m.band == (1.0, 12.0)
     with pytest.raises(ValueError, match="low <= high"):
         Bands(rubric=(5.0, 1.0))
 
@@ -262,7 +263,7 @@ def test_invalid_candidates_are_rejected_unmeasured():
         (Candidate("cellulose", "rubric", (AddField("cellulose", "criterion", "x"),), "blind"), "not rubric"),
     ]:
         m = Critic().measure(ctx, cand, no_hooks)
-        assert m.verdict == REJECTED and why in m.reason and not m.measured
+        assert m.verdict == Verdict.REJECTED and why in m.reason and not m.measured
 
 
 def test_without_the_critic_every_valid_candidate_is_accepted_unmeasured():
@@ -272,8 +273,8 @@ def test_without_the_critic_every_valid_candidate_is_accepted_unmeasured():
                  Candidate("cellulose", "sampling", (DownweightTask("cellulose"),), "saturated"),
                  Candidate("cellulose", "guidance", (AddField("cellulose", "critique", "x"),), "blind")):
         m = critic.measure(ctx, cand, CriticHooks())
-        assert m.verdict == ACCEPTED and not m.measured
-    assert critic.measure(ctx, rubric(ctx, DeleteCriterion("cellulose", "cellulose/c0"))).verdict == REJECTED
+        assert m.verdict == Verdict.ACCEPTED and not m.measured
+    assert critic.measure(ctx, rubric(ctx, DeleteCriterion("cellulose", "cellulose/c0"))).verdict == Verdict.REJECTED
 
 
 def test_measure_many_pools_generation_and_grading_across_candidates():
@@ -299,7 +300,7 @@ def test_measure_many_pools_generation_and_grading_across_candidates():
     ms = Critic().measure_many(items, hooks)
     assert calls == {"resample": 1, "regrade": 1}
     assert ms[0].delta_g == pytest.approx(100 * (8 + 0.5 * 4) / 12 - blind.rbar)
-    assert ms[1].delta_c == pytest.approx(100 - (100 + 87.5) / 2) and ms[1].verdict == ACCEPTED  # h0: 1.5 of 12
+    assert ms[1].delta_c == pytest.approx(100 - (100 + 87.5) / 2) and ms[1].verdict == Verdict.ACCEPTED  # h0: 1.5 of 12
     assert all(math.isfinite(m.delta) for m in ms)
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from evolver_testlib import draw, kw, make_task, regrade_with_rules, words_under
-from harnessrl_jax.evolver import (ACCEPTED, NOOP, REJECTED, Bands, Candidate, ColdStart, Critic, CriticHooks,
+from harnessrl_jax.words import Verdict
+from harnessrl_jax.evolver import (Bands, Candidate, ColdStart, Critic, CriticHooks,
                                    Evolver, EvolverConfig, Group, task_slice)
 from harnessrl_jax.harness import AddField, HarnessState, apply
 from harnessrl_jax.memory import DrawRecord
@@ -61,31 +62,35 @@ def test_three_steps_blind_gets_guidance_saturated_is_tightened_then_downweighte
     ev = Evolver()
     state = HarnessState.from_tasks(TASKS)
 
-    # Step 0: honey is blind (never met), nothing saturated yet (the window of 2 draws is not filled).
+    # Step 0: no window of 2 draws is filled yet: honey is unmet but not blind, nothing is saturated, nothing moves.
     gs = groups(state)
     r0 = ev.step(0, gs, state, memory, HOOKS)
-    assert r0.attributions[0].get("cold/c2").label == "blind"
-    (g,) = entries(r0, "cold", "guidance")
-    assert g.verdict == ACCEPTED and g.round == 0 and [a.field for a in g.candidate.actions] == ["criterion",
-                                                                                               "reference"]
-    assert g.measurement.delta_g == pytest.approx(100 * 2 / 9 / 2)  # half the group gains honey's 2 of 9 points
-    assert [n for n, _ in r0.state.fields("cold")] == ["criterion", "reference"]
-    assert entries(r0, "flu") == []  # flu's criteria split its group with nothing on the surface: agree
+    assert r0.attributions[0].get("cold/c2").label == "agree" and "not filled" in r0.attributions[0].get(
+        "cold/c2").reason
+    assert r0.log == () and r0.state is state
     record_step(memory, 0, state, gs, r0)
-    state = r0.state
 
-    # Step 1: rest, fluids and the word limit met 8/8 twice: saturated criteria, saturated task. The down-weight
-    # waits for a saturation diagnosis in the previous record (gate (iv)); the rubric is tightened now.
+    # Step 1: honey unmet in both draws: blind -> guidance. No example met it anywhere, so there is no <reference>:
+    # the strongest set without one (<criterion> + <critique>). Rest, fluids and the word limit met 8/8 twice:
+    # saturated criteria, saturated task; the down-weight waits for a saturation diagnosis in the previous record
+    # (gate (iv)); the rubric is tightened now.
     gs = groups(state)
     r1 = ev.step(1, gs, state, memory, HOOKS)
     att = r1.attributions[0]
+    assert att.get("cold/c2").label == "blind"
+    (g,) = entries(r1, "cold", "guidance")
+    assert g.verdict == Verdict.ACCEPTED and g.round == 0
+    assert [a.field for a in g.candidate.actions] == ["criterion", "critique"]
+    assert g.candidate.actions[0].text.startswith("Mention honey.")  # the criterion reworded, not repeated
+    assert g.measurement.delta_g == pytest.approx(100 * 2 / 9 / 2)  # half the group gains honey's 2 of 9 points
     assert [att.get(c).label for c in ("cold/c0", "cold/c1", "cold/c3")] == ["saturated"] * 3
     assert att.task_label == "saturated"
     s = entries(r1, "cold", "sampling")
-    assert [(e.verdict, e.round) for e in s] == [(REJECTED, 0), (NOOP, 1)]
+    assert [(e.verdict, e.round) for e in s] == [(Verdict.REJECTED, 0), (Verdict.NOOP, 1)]
     assert "previous record" in s[0].reason
-    (rub,) = [e for e in entries(r1, "cold", "rubric") if e.verdict == ACCEPTED]
+    (rub,) = [e for e in entries(r1, "cold", "rubric") if e.verdict == Verdict.ACCEPTED]
     assert rub.label == "saturated" and 3.1 <= rub.measurement.delta_c <= 28.0
+    assert entries(r1, "flu") == []  # flu's criteria split its group with nothing on the surface: agree
     # H_2 is H_1 with exactly the accepted actions applied.
     assert r1.state.to_dict() == apply(state, r1.accepted).to_dict()
     record_step(memory, 1, state, gs, r1)
@@ -93,18 +98,17 @@ def test_three_steps_blind_gets_guidance_saturated_is_tightened_then_downweighte
 
     # Step 2: the previous record now carries the saturation diagnosis: the task is down-weighted.
     r2 = ev.step(2, groups(state), state, memory, HOOKS)
-    (down,) = [e for e in entries(r2, "cold", "sampling") if e.verdict == ACCEPTED]
+    (down,) = [e for e in entries(r2, "cold", "sampling") if e.verdict == Verdict.ACCEPTED]
     assert down.measurement.delta_w == pytest.approx((1 - 0.61) * down.measurement.rbar_t)
     assert r2.state.sampling.level[0] == 1
     # Every log line is JSON and carries the fields harness.jsonl promises.
-    for line in r0.harness_records() + r1.harness_records() + r2.harness_records():
+    for line in r1.harness_records() + r2.harness_records():
         json.loads(json.dumps(line))
         assert {"step", "task_id", "interface", "round", "label", "verdict", "evidence_ids", "candidate", "deltas",
                 "reason"} <= set(line)
     # The memory now holds the actions with their verdicts, and the time index served the evidence.
     acts = memory.store.actions("cold", verdict="accepted")
-    assert sorted((s, a.op) for s, _, a in acts) == [(0, "add_field"), (0, "add_field"), (1, "add_field"),
-                                                      (1, "create_criterion")]  # step 2 is not recorded here
+    assert sorted(a.op for s, _, a in acts) == sorted(["add_field", "add_field", rub.candidate.actions[0].op])
     assert any(e.startswith("draw:") for e in down.candidate.evidence_ids)
 
 
@@ -127,7 +131,7 @@ def test_rejected_candidates_return_with_their_measurement_for_b_rounds_then_noo
                                                CriticHooks(regrade=regrade_with_rules,
                                                            resample=lambda t, f: list(PLAIN)))
     log = entries(result, "cold", "guidance")
-    assert [(e.round, e.verdict) for e in log] == [(0, REJECTED), (1, REJECTED), (2, REJECTED), (3, NOOP)]
+    assert [(e.round, e.verdict) for e in log] == [(0, Verdict.REJECTED), (1, Verdict.REJECTED), (2, Verdict.REJECTED), (3, Verdict.NOOP)]
     assert "B = 3" in log[-1].reason and log[-1].label == "blind"
     # Each round's proposer saw every earlier rejection with the measured delta_g (0: the same group) and the way
     # to move (too weak).
@@ -141,17 +145,24 @@ def test_rejected_candidates_return_with_their_measurement_for_b_rounds_then_noo
 
 def test_rounds_end_early_when_the_proposer_has_nothing_left():
     state = HarnessState.from_tasks(TASKS)
-    # The policy never gains anything from guidance: every field set is too weak; with B = 3, three are tried.
-    result = Evolver().step(0, groups(state)[:1], state, None,
-                            CriticHooks(regrade=regrade_with_rules, resample=lambda t, f: list(PLAIN)))
+    honey = [r + " Honey helps." for r in PLAIN]  # any guidance makes the whole group say honey: +22.2 points
+    hooks = CriticHooks(regrade=regrade_with_rules, resample=lambda t, f: honey)
+    narrow = Critic(Bands(guidance=(1.0, 5.0)))  # so every field set is too strong and the proposer steps down
+    result = Evolver(critic=narrow).step(0, groups(state)[:1], state, None, hooks)
     log = entries(result, "cold", "guidance")
-    assert [e.verdict for e in log] == [REJECTED] * 3 + [NOOP]
-    assert len({e.candidate.variant for e in log[:3]}) == 3
-    cfg = EvolverConfig(rounds=10)
-    result = Evolver(config=cfg).step(0, groups(state)[:1], state, None,
-                                      CriticHooks(regrade=regrade_with_rules, resample=lambda t, f: list(PLAIN)))
+    # criterion + critique (the strongest set without a <reference>: no example met honey), then criterion, then
+    # critique: B = 3 rounds, then noop.
+    assert [e.verdict for e in log] == [Verdict.REJECTED] * 3 + [Verdict.NOOP]
+    assert [e.candidate.variant.split(" for")[0] for e in log[:3]] == ["add criterion+critique", "add criterion",
+                                                                       "add critique"]
+    result = Evolver(critic=narrow, config=EvolverConfig(rounds=10)).step(0, groups(state)[:1], state, None, hooks)
     log = entries(result, "cold", "guidance")
-    assert log[-1].verdict == NOOP and "no further variant" in log[-1].reason and len(log) == 8  # 7 sets + noop
+    assert log[-1].verdict == Verdict.NOOP and "no further variant" in log[-1].reason and len(log) == 4
+    # Too weak with nothing stronger to offer: one round, then noop (never a weaker set).
+    result = Evolver(config=EvolverConfig(rounds=10)).step(
+        0, groups(state)[:1], state, None, CriticHooks(regrade=regrade_with_rules, resample=lambda t, f: list(PLAIN)))
+    log = entries(result, "cold", "guidance")
+    assert [e.verdict for e in log] == [Verdict.REJECTED, Verdict.NOOP]
 
 
 def test_a_task_drawn_twice_is_labelled_twice_and_proposed_for_once():
@@ -167,7 +178,7 @@ def test_ablation_switches_no_critic_only_guidance_no_memory(memory):
     state = HarnessState.from_tasks(TASKS)
     no_hooks = CriticHooks()  # the no-critic evolver never queries the policy or the judge
     r = Evolver(critic=Critic(enabled=False)).step(0, groups(state), state, None, no_hooks)
-    assert r.log and all(e.verdict == ACCEPTED and e.round == 0 and not e.measurement.measured for e in r.log)
+    assert r.log and all(e.verdict == Verdict.ACCEPTED and e.round == 0 and not e.measurement.measured for e in r.log)
     r = Evolver(config=EvolverConfig(interfaces=("guidance",))).step(0, groups(state), state, None, HOOKS)
     assert {e.interface for e in r.log} == {"guidance"}
     # Without memory the blind label rests on this group alone and the guidance cites no retrieved evidence.
@@ -176,36 +187,38 @@ def test_ablation_switches_no_critic_only_guidance_no_memory(memory):
     assert not g.with_evidence and r.summary()["candidates_with_evidence"] == 0
 
 
-def test_a_candidate_that_would_undo_a_recent_update_is_rejected_unmeasured(memory):
-    ev = Evolver()
+def _guided_then_met(memory, config):
+    """Step 0 mounts guidance for blind honey (judged without memory: the group alone); at step 1 the whole group
+    says honey, so the proposer drops the fields."""
     state = HarnessState.from_tasks(TASKS)
     gs = groups(state)
-    r0 = ev.step(0, gs, state, memory, HOOKS)
+    r0 = Evolver(config=config).step(0, gs, state, None, HOOKS)
     record_step(memory, 0, state, gs, r0)
     state = r0.state
     honey = [r + " Honey helps." for r in PLAIN]  # under the mounted guidance the whole group now says honey
-    r1 = ev.step(1, groups(state, cold=honey), state, memory, HOOKS)
+    hooks = CriticHooks(regrade=regrade_with_rules, resample=lambda t, f: honey)
+    return state, Evolver(config=config).step(1, groups(state, cold=honey), state, memory, hooks), honey
+
+
+def test_the_optional_reversal_filter_rejects_an_undo_unmeasured(memory):
+    state, r1, _ = _guided_then_met(memory, EvolverConfig(reversal_within=2))
     drops = entries(r1, "cold", "guidance")
     assert drops[0].candidate.actions[0].op == "drop_field"
-    assert drops[0].verdict == REJECTED and "would reverse the add_field accepted at step 0" in drops[0].reason
+    assert drops[0].verdict == Verdict.REJECTED and "would reverse the add_field accepted at step 0" in drops[0].reason
     assert not drops[0].measurement.measured and dict(r1.state.fields("cold")) == dict(state.fields("cold"))
-    # With the check off, the drop is measured (and accepted: the policy keeps honey without the fields).
-    r1 = Evolver(config=EvolverConfig(reversal_within=0)).step(1, groups(state, cold=honey), state, memory,
-                                                               CriticHooks(regrade=regrade_with_rules,
-                                                                           resample=lambda t, f: honey))
+
+
+def test_without_the_filter_an_undo_is_measured_and_counted_as_a_reversal(memory):
+    state, r1, honey = _guided_then_met(memory, EvolverConfig())
     (drop,) = entries(r1, "cold", "guidance")
-    assert drop.verdict == ACCEPTED and r1.state.fields("cold") == ()
-
-
-def test_evolver_from_cold_start_uses_its_bands_and_mass_threshold(tmp_path):
-    path = tmp_path / "cold_start.json"
-    ColdStart(bands={"guidance": (30.0, 40.0), "rubric": (1.0, 2.0)}, task_mass_threshold=0.2).save(path)
-    ev = Evolver.from_cold_start(str(path))
-    assert ev.critic.bands == Bands((30.0, 40.0), (1.0, 2.0))
-    assert ev.attributor.config.task_mass_threshold == 0.2
-    state = HarnessState.from_tasks(TASKS)
-    r = ev.step(0, groups(state)[:1], state, None, HOOKS)
-    assert all(e.verdict != ACCEPTED for e in entries(r, "cold", "guidance"))  # 11.1 is under 30
+    assert drop.verdict == Verdict.ACCEPTED and drop.measurement.measured and r1.state.fields("cold") == ()
+    record_step(memory, 1, state, groups(state, cold=honey), r1)
+    fields_added = sum(a.op == "add_field" for _, _, a in memory.store.actions("cold", verdict="accepted"))
+    reversed_, accepted = memory.store.reversals()
+    assert fields_added == 2 and reversed_ == fields_added  # both fields undone within two draws of the task
+    # The proposers see it: the task's update history marks the two accepted add_field actions undone.
+    updates = memory.updates("cold", before_step=2)
+    assert sorted(u.record.op for u in updates if u.undone) == ["add_field", "add_field"]
 
 
 def test_summary_counts_labels_and_verdicts():
@@ -215,7 +228,7 @@ def test_summary_counts_labels_and_verdicts():
     labels = [a.label for att in r.attributions for a in att.criteria]
     assert s["criteria"] == len(labels) == 6
     assert s["frac_blind"] == labels.count("blind") / 6
-    assert s["accepted"] + s["rejected"] == s["candidates"] == len([e for e in r.log if e.verdict != NOOP])
+    assert s["accepted"] + s["rejected"] == s["candidates"] == len([e for e in r.log if e.verdict != Verdict.NOOP])
     assert s.get("accepted_guidance_add_field", 0) == sum(a.op == "add_field" for a in r.accepted)
     assert np.isnan(s["acceptance_with_evidence"]) or 0 <= s["acceptance_with_evidence"] <= 1
 
@@ -223,9 +236,9 @@ def test_summary_counts_labels_and_verdicts():
 def test_draw_fields_make_records_the_memory_accepts(memory):
     state = HarnessState.from_tasks(TASKS)
     gs = groups(state)
-    r = Evolver().step(0, gs, state, memory, HOOKS)
+    r = Evolver().step(0, gs, state, None, HOOKS)  # no memory: the group alone decides, so honey is blind now
     record_step(memory, 0, state, gs, r)
     back = memory.history("cold")[0]
-    assert back.labels == r.attributions[0].labels() and back.task_label is None
+    assert back.labels == r.attributions[0].labels() and back.task_label == r.attributions[0].task_label
     assert [(a.op, a.verdict) for a in back.actions] == [(x.op, x.verdict) for x in r.draw_fields(0)["actions"]]
     assert isinstance(back, DrawRecord) and back.actions[0].changes  # before/after of the task's harness slice

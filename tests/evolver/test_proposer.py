@@ -1,6 +1,7 @@
 """The proposer: one typed candidate per label and interface, valid under harness.ops, built from the evidence;
 graded variants after the critic's feedback; the LLM proposer's output validated into actions or rejected."""
 
+import dataclasses
 import json
 import math
 
@@ -9,9 +10,11 @@ import pytest
 
 from evolver_testlib import (BagOfWords, FakeClient, build_context, draw, kw, llm, make_task, regrade_with_rules,
                              repeat_as_history, words_under)
-from harnessrl_jax.evolver import (AGREE, BLIND, SATURATED, SPURIOUS, Evolver, Group, LLMProposer, Measurement,
-                                   Rejection, RuleProposer)
-from harnessrl_jax.evolver.proposer import GUIDANCE_SETS, REPEAT_PATTERN, tightened_thresholds
+from harnessrl_jax.words import Label
+from harnessrl_jax.evolver import (AttributorConfig, Evolver, Group, LLMProposer, Measurement, Rejection,
+                                   RuleProposer)
+from harnessrl_jax.evolver.rule_proposer import GUIDANCE_SETS, ProposerConfig
+from harnessrl_jax.evolver.tightening import REPEAT_PATTERN, tightened_thresholds
 from harnessrl_jax.harness import AddField, DownweightTask, HarnessState, apply, ops
 from harnessrl_jax.rubric import rules
 from harnessrl_jax.rubric.reward import rubric_reward
@@ -25,12 +28,28 @@ PLAIN = ["Rest at home and drink water; soup helps too.", "Rest a lot and drink 
          "Rest well, and drink enough fluid every hour.", "Drink water and rest as much as you can."]
 
 
+# The proposer is tested on the labels, not on the windows: blind from one group (a window of 1), saturated only
+# once a window of 2 draws is filled (an empty time index by default).
+ONE_GROUP_BLIND = AttributorConfig(blind_window=1)
+
+
 def context(criteria=COLD, responses=PLAIN, reference=REF, **kw):
-    return build_context(criteria, responses, reference, **{"tid": "cold", **kw})
+    return build_context(criteria, responses, reference, **{"tid": "cold", "history": (), "config": ONE_GROUP_BLIND,
+                                                            **kw})
+
+
+def honey_met_before(ctx, draw_id=5):
+    """A time-index record in which a response met honey under an earlier wording of cold/c2 (so the criterion, as
+    worded now, is still blind) and one under the current wording in which nobody did."""
+    old = [kw("cold/c2", "Mentions honey or lemon.", 2, "(honey|lemon)") if c.id == "cold/c2" else c
+           for c in ctx.criteria]
+    met = ["Honey in warm tea and plenty of rest will help."] + list(PLAIN[1:])
+    rec = draw(ctx.step - 2, ctx.task_id, old, met, regrade_with_rules(ctx.task, met, old))
+    return (dataclasses.replace(rec, draw_id=draw_id),)
 
 
 def saturating_history(ctx):
-    return repeat_as_history(ctx, SATURATED)
+    return repeat_as_history(ctx, Label.SATURATED)
 
 
 def applies(ctx, cand):
@@ -41,43 +60,51 @@ def applies(ctx, cand):
 
 # ---------------------------------------------------------------------------------------------------- guidance
 
-def test_blind_mounts_criterion_and_reference_from_the_task():
-    ctx = context()
-    assert ctx.attribution.get("cold/c2").label == BLIND
+def test_blind_mounts_a_quoted_criterion_and_examples_from_the_tasks_history():
+    base = context()
+    ctx = context(history=honey_met_before(base))
+    assert ctx.attribution.get("cold/c2").label == Label.BLIND
     cand = RuleProposer().propose(ctx, "guidance")
-    assert cand.label == BLIND and cand.criterion_ids == ("cold/c2",)
+    assert cand.label == Label.BLIND and cand.criterion_ids == ("cold/c2",) and cand.reference_source == "own"
     assert [(a.op, a.field, a.criterion_id) for a in cand.actions] == [
         ("add_field", "criterion", "cold/c2"), ("add_field", "reference", "cold/c2")]
-    new = applies(ctx, cand)
-    fields = dict(new.fields("cold"))
-    assert "Mentions honey." in fields["criterion"].text and "honey" in fields["criterion"].text.split("word: ")[1]
-    assert REF in fields["reference"].text
-    assert "task:reference" in cand.evidence_ids
+    fields = dict(applies(ctx, cand).fields("cold"))
+    # <criterion> quotes the earlier satisfying behaviour (the sentence with the keyword), not the criterion.
+    assert fields["criterion"].text == 'An earlier answer that got this right said: "Honey in warm tea and plenty ' \
+                                       'of rest will help."'
+    # <reference>: that answer, and one of this group that does not meet it. Never the dataset reference.
+    ref = fields["reference"].text
+    assert "An answer that meets it:\nHoney in warm tea" in ref and f"An answer that does not:\n{PLAIN[0]}" in ref
+    assert REF not in ref and REF not in fields["criterion"].text
+    assert "draw:5" in cand.evidence_ids
 
 
-def test_blind_with_no_reference_of_its_own_borrows_a_donor_from_the_semantic_index(memory):
+def test_blind_with_no_example_of_its_own_borrows_a_donor_from_the_semantic_index(memory):
     donor_task = make_task("flu", [kw("flu/c0", "Mentions honey.", 2, "honey"), COLD[0]])
     met = ["Honey in warm water soothes a sore throat, and rest helps."] + PLAIN[1:]
+    task = make_task("cold", COLD, REF)
+    h = HarnessState.from_tasks([task, donor_task])
+    S = regrade_with_rules(task, PLAIN, h.criteria("cold"))
+    memory.append_step(2, [draw(2, "cold", COLD, PLAIN, S)])  # honey unmet once before: the window of 2 fills
     memory.append_step(3, [draw(3, "flu", donor_task.criteria, met, regrade_with_rules(donor_task, met,
                                                                                          donor_task.criteria))])
-    task = make_task("cold", COLD, None)
-    h = HarnessState.from_tasks([task, donor_task])
-    (ctx,) = Evolver().attribute(4, [Group(task, PLAIN, regrade_with_rules(task, PLAIN, h.criteria("cold")))], h,
-                                 memory)
+    (ctx,) = Evolver().attribute(4, [Group(task, PLAIN, S)], h, memory)
+    assert ctx.attribution.get("cold/c2").label == Label.BLIND
     donor = ctx.donors["cold/c2"][0]
     assert (donor.task_id, donor.criterion_id, donor.cosine) == ("flu", "flu/c0", pytest.approx(1.0))
     cand = RuleProposer().propose(ctx, "guidance")
     ref = dict(applies(ctx, cand).fields("cold"))["reference"].text
-    assert met[0] in ref
-    assert f"donor:{donor.row}" in cand.evidence_ids and f"draw:{donor.satisfying[0].draw_id}" in cand.evidence_ids
+    assert met[0] in ref and REF not in ref and cand.reference_source == "donor"
+    assert f"donor:{donor.row}" in cand.evidence_ids
 
 
-def test_without_any_reference_the_criterion_and_critique_are_mounted():
-    ctx = context(reference=None)
+def test_without_any_satisfying_example_the_criterion_and_critique_are_mounted():
+    ctx = context()
     cand = RuleProposer().propose(ctx, "guidance")
-    assert [a.field for a in cand.actions] == ["criterion", "critique"]
-    crit = dict(applies(ctx, cand).fields("cold"))["critique"].text
-    assert crit == "None of the 8 answers in the last attempt met this: Mentions honey."
+    assert [a.field for a in cand.actions] == ["criterion", "critique"] and cand.reference_source is None
+    fields = dict(applies(ctx, cand).fields("cold"))
+    assert fields["criterion"].text == "Mention honey. (for example with the word: honey)"
+    assert fields["critique"].text == "None of the 8 answers in the last attempt met this: Mentions honey."
 
 
 def test_guidance_respects_the_cap():
@@ -95,7 +122,7 @@ def test_a_field_whose_criterion_is_no_longer_blind_is_dropped():
                                                     AddField("cold", "reference", REF, "cold/c2")])
     honey = [r + " Honey helps." for r in PLAIN[:5]] + PLAIN[5:]  # 5/8 meet it under guidance
     ctx = context(state=state, responses=honey)
-    assert ctx.attribution.get("cold/c2").label == AGREE
+    assert ctx.attribution.get("cold/c2").label == Label.AGREE
     cand = RuleProposer().propose(ctx, "guidance")
     assert [(a.op, a.field) for a in cand.actions] == [("drop_field", "reference"), ("drop_field", "criterion")]
     assert applies(ctx, cand).fields("cold") == ()
@@ -110,13 +137,13 @@ def test_a_field_whose_criterion_is_no_longer_blind_is_dropped():
 def test_a_saturated_task_is_downweighted_one_level():
     ctx = context()
     ctx = context(history=saturating_history(ctx))
-    assert ctx.attribution.task_label == SATURATED
+    assert ctx.attribution.task_label == Label.SATURATED
     cand = RuleProposer().propose(ctx, "sampling")
     assert cand.actions == (DownweightTask("cold"),) and "draw:7" in cand.evidence_ids
     assert applies(ctx, cand).sampling.level[0] == 1
     bottom = HarnessState.from_tasks([make_task("cold", COLD, REF)], levels=np.array([3]))
     assert RuleProposer().propose(context(state=bottom, history=ctx.history), "sampling") is None
-    assert RuleProposer().propose(context(), "sampling") is None  # not diagnosed saturated
+    assert RuleProposer().propose(context(), "sampling") is None  # not diagnosed saturated (window not filled)
 
 
 # ------------------------------------------------------------------------------------------------------ rubric
@@ -128,7 +155,7 @@ def test_saturated_threshold_rule_is_tightened_so_part_of_the_group_fails():
     crits = [words_under("t/c0", 60), llm("t/c1", "Is accurate.", 2)]  # t/c1 is the anchor
     ctx = context(crits, LENGTHY, None, tid="t", S=[[1] * 8, [1, 0] * 4])
     ctx = context(crits, LENGTHY, None, tid="t", S=[[1] * 8, [1, 0] * 4], history=saturating_history(ctx))
-    assert ctx.attribution.get("t/c0").label == SATURATED
+    assert ctx.attribution.get("t/c0").label == Label.SATURATED
     found = tightened_thresholds(ctx.criteria[0], LENGTHY)
     # Independent check of each threshold: the share of responses with at least t words.
     n = np.array([len(r.split()) for r in LENGTHY])
@@ -146,9 +173,13 @@ def test_saturated_threshold_rule_is_tightened_so_part_of_the_group_fails():
     assert fail == 0.5  # the default aims at half of the group
 
 
-def test_saturated_keyword_criterion_gets_a_required_keyword_from_the_reference():
+def test_saturated_keyword_criterion_gets_a_required_keyword_from_a_donors_satisfying_example():
+    from harnessrl_jax.memory import Donor, Example
+
     ctx = context()
-    ctx = context(history=saturating_history(ctx))
+    donor = Donor(0, "flu", "flu/c0", "Recommends rest.", 1.0,
+                  satisfying=(Example(1, 2, 0, "Rest, and warm tea with lemon."),))
+    ctx = context(history=saturating_history(ctx), donors={"cold/c0": (donor,)})
     variants = {v.name: v for v in RuleProposer().variants(ctx, "rubric")}
     lemon = variants["tighten cold/c0 with lemon"].make(1.0)
     (act,) = lemon.actions
@@ -160,6 +191,9 @@ def test_saturated_keyword_criterion_gets_a_required_keyword_from_the_reference(
     created = new.rubric_of("cold")[-1]
     s = regrade_with_rules(ctx.task, PLAIN, [created])[0]
     assert s.tolist() == [0, 1, 0, 0, 0, 0, 0, 0]  # only the one response that has both
+    # Without a donor there is no satisfying example to take a keyword from (the dataset reference is not one).
+    plain = context(history=saturating_history(context()))
+    assert not [v for v in RuleProposer().variants(plain, "rubric") if v.family == "tighten:keyword"]
 
 
 def test_generic_saturated_criteria_are_deleted_first():
@@ -192,7 +226,7 @@ def test_spurious_keyword_stuffing_gets_a_pitfall_that_fires_on_the_degenerate_r
                "Drink water and hot soup, then sleep early tonight.", "Fluids and a long sleep help, and so does soup.",
                "Water, soup and sleep: the cold passes within a week.", "Sleep well and drink water often today."]
     ctx = context(responses=stuffed)
-    assert ctx.attribution.get("cold/c0").label == SPURIOUS
+    assert ctx.attribution.get("cold/c0").label == Label.SPURIOUS
     cand = RuleProposer().propose(ctx, "rubric")
     (act,) = cand.actions
     assert isinstance(act, ops.CreateCriterion) and act.points == -3.0 and cand.family == "pitfall:short"
@@ -214,7 +248,7 @@ def test_a_pitfall_the_task_already_has_is_not_offered_again():
     after = apply(ctx.state, first.actions)
     S = np.vstack([ctx.S, regrade_with_rules(ctx.task, stuffed, [after.rubric_of("cold")[-1]])])
     ctx2 = context(responses=stuffed, state=after, S=S)
-    assert ctx2.attribution.get("cold/c0").label == SPURIOUS  # the keyword still passes on the stuffed answers
+    assert ctx2.attribution.get("cold/c0").label == Label.SPURIOUS  # the keyword still passes on the stuffed answers
     assert all(v.family != "pitfall:short" or v.make(1.0) is None for v in RuleProposer().variants(ctx2, "rubric"))
 
 
@@ -229,7 +263,7 @@ def test_spurious_llm_criterion_is_rewritten_at_the_phrase_the_wording_check_fou
     responses += [f"Answer {j}: rest, fluids, and see a doctor if it lasts." for j in range(4)]
     ctx = context(crits, responses, REF, tid="t", S=[[1, 0] * 4, [1] * 4 + [0] * 4])
     a = ctx.attribution.get("t/c1")
-    assert a.label == SPURIOUS and not ctx.criteria[1].anchor
+    assert a.label == Label.SPURIOUS and not ctx.criteria[1].anchor
     variants = {v.family: v for v in RuleProposer().variants(ctx, "rubric")}
     (rw,) = variants["rewrite"].make(1.0).actions
     assert rw.criterion_id == "t/c1" and '"Covers all of the user\'s questions"' in rw.text
@@ -254,16 +288,21 @@ def test_a_pitfall_that_was_too_strong_comes_back_rescaled_into_the_band():
     p = RuleProposer()
     first = p.propose(ctx, "rubric")
     second = p.propose(ctx, "rubric", [_rejected(first, 56.0, "too_strong")])
-    scale = math.sqrt(3.1 * 28.0) / 56.0  # the band's log-midpoint over the measured delta
-    assert second.family == first.family and second.scale == pytest.approx(scale)
-    assert second.actions[0].points == pytest.approx(first.actions[0].points * scale)
-    # A pitfall's effect on the recorded group is linear in its points, so the rescaled one lands mid-band.
-    third = p.propose(ctx, "rubric", [_rejected(first, 56.0, "too_strong"), _rejected(second, 1.0, "too_weak")])
-    assert third.scale == pytest.approx(scale * math.sqrt(3.1 * 28.0))
+    scale = math.sqrt(3.1 * 28.0) / 56.0  # the band's log-midpoint over the measured delta: 0.166
+    # The rescale is capped (ProposerConfig.max_rescale = 2): a pitfall's effect is linear in its points, so an
+    # unbounded rescale would always land in the band and the band would test nothing.
+    assert second.family == first.family and second.scale == pytest.approx(0.5)
+    assert second.actions[0].points == pytest.approx(first.actions[0].points * 0.5)
+    # Rejected again as too strong, and already at the cap: the proposer moves on instead of shrinking further.
+    third = p.propose(ctx, "rubric", [_rejected(first, 56.0, "too_strong"), _rejected(second, 28.5, "too_strong")])
+    assert third is None or third.family != first.family
+    # With the cap lifted the rescaled pitfall lands mid-band in one step.
+    free = RuleProposer(ProposerConfig(max_rescale=1e9)).propose(ctx, "rubric", [_rejected(first, 56.0, "too_strong")])
+    assert free.scale == pytest.approx(scale)
 
 
 def test_guidance_too_weak_steps_up_too_strong_steps_down_and_nothing_repeats():
-    ctx = context()
+    ctx = context(history=honey_met_before(context()))  # an earlier example: <reference> sets exist
     p = RuleProposer()
     first = p.propose(ctx, "guidance")
     strength = {s: k for k, s in enumerate(GUIDANCE_SETS)}
@@ -305,11 +344,12 @@ def test_llm_proposer_output_is_validated_into_typed_actions():
     client = FakeClient("```json\n" + _llm([{"op": "add_field", "field": "critique", "text": "Nobody said honey.",
                                               "criterion_id": "cold/c2"}]) + "\n```")
     cand = LLMProposer(client).propose(ctx, "guidance")
-    assert cand.source == "llm" and cand.invalid is None and cand.label == BLIND
+    assert cand.source == "llm" and cand.invalid is None and cand.label == Label.BLIND
     assert cand.actions == (AddField("cold", "critique", "Nobody said honey.", "cold/c2"),)
     assert cand.rationale == "fix it" and "cold/c2" in cand.criterion_ids
     prompt = client.prompts[0]
-    assert "Mentions honey." in prompt and "add_field" in prompt and REF in prompt
+    assert "Mentions honey." in prompt and "add_field" in prompt
+    assert REF not in prompt  # the dataset reference never reaches the evolver model
     # The schema lets a grammar-constrained server name only this interface's operations.
     assert client.schemas[0]["properties"]["actions"]["items"]["properties"]["op"]["enum"] == ["add_field",
                                                                                                "drop_field"]
@@ -332,6 +372,7 @@ def test_invalid_llm_output_comes_back_with_the_reason(actions, why):
 
 def test_llm_proposer_noop_unreadable_output_feedback_and_sampling_fallback():
     ctx = context()
+    assert ctx.attribution.task_label is None and not ctx.attribution.with_label(Label.SATURATED)
     assert LLMProposer(FakeClient(_llm([]))).propose(ctx, "guidance") is None
     bad = LLMProposer(FakeClient("I would add a field.")).propose(ctx, "guidance")
     assert "no JSON object" in bad.invalid

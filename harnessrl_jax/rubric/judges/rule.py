@@ -13,12 +13,6 @@ from harnessrl_jax.rubric.schema import Criterion, Task
 log = logging.getLogger(__name__)
 
 
-def task_prompt_text(task: Task) -> str:
-    """The text a prompt-dependent rule (combination:repeat_prompt) compares with: the last user message."""
-    users = [m["content"] for m in task.prompt if m.get("role") == "user"]
-    return users[-1] if users else task.prompt[-1]["content"]
-
-
 class RuleJudge(Judge):
     """Checks each criterion's `rule:<id>` with its `rule_kwargs:<json>`; a True check is verdict 1.
 
@@ -42,7 +36,7 @@ class RuleJudge(Judge):
 
     def _score(self, task: Task, responses: Sequence[str], criteria: Sequence[Criterion]) -> ScoreMatrix:
         m = ScoreMatrix.empty([c.id for c in criteria], len(responses), self.name)
-        prompt = task_prompt_text(task)
+        prompt = task.user_text
         for k, c in enumerate(criteria):
             try:
                 if c.rule_id is None:

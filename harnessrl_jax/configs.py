@@ -1,0 +1,254 @@
+"""The run's configuration checked once, before any model loads, and turned into the parts it names.
+
+    problems = check(config)        # values the config gets wrong, each naming the --config. key to fix
+    missing = needs(config)         # what the machine lacks for it (model, task file, servers), with the flag
+    validate(config)                # raises ConfigError listing both; launch scripts print it in a few lines
+
+Every threshold a part uses comes from the config through the builders here (`attributor_config`,
+`proposer_config`, `evolver_config`, `bands`, ...), so the run's config.json says everything that decided the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Callable
+
+from harnessrl_jax.words import INTERFACES, Interface
+
+JUDGE_KINDS = ("rule", "openai", "anthropic")
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; `problems` lists each problem, naming the key or flag that fixes it."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("the config cannot run:\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+# ----------------------------------------------------------------------------------------------- builders
+
+def _build(cls, values, key: str):
+    """cls(**values) for a config sub-dict; bad keys or values raise ConfigError naming `--config.<key>`."""
+    values = dict(values)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError([f"--config.{key}.{k}: unknown setting (known: {', '.join(sorted(known))})"
+                           for k in unknown])
+    for k, v in values.items():  # ConfigDict turns tuples into lists on the command line
+        if isinstance(v, list):
+            values[k] = tuple(v)
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as e:
+        raise ConfigError([f"--config.{key}: {e}"]) from None
+
+
+def attributor_config(config, cold=None):
+    """evolver.AttributorConfig of config.harness.attributor (a cold start's task-saturation threshold wins)."""
+    from harnessrl_jax.evolver import AttributorConfig
+
+    values = dict(config.harness.attributor)
+    if cold is not None:
+        values["task_mass_threshold"] = cold.task_mass_threshold
+    return _build(AttributorConfig, values, "harness.attributor")
+
+
+def proposer_config(config):
+    """evolver.ProposerConfig of config.harness.rules."""
+    from harnessrl_jax.evolver import ProposerConfig
+
+    return _build(ProposerConfig, config.harness.rules, "harness.rules")
+
+
+def interfaces(config) -> tuple[Interface, ...]:
+    """The interfaces HarnessRL's evolver may update under config.harness's only_* switches."""
+    h = config.harness
+    only = [i for i, on in ((Interface.GUIDANCE, h.only_guidance), (Interface.RUBRIC, h.only_rubric),
+                            (Interface.SAMPLING, h.get("only_sampling", False))) if on]
+    if len(only) > 1:
+        raise ConfigError([f"--config.harness.only_*: at most one of only_guidance, only_rubric, only_sampling may "
+                           f"be set, got {[str(i) for i in only]}"])
+    return tuple(only) or INTERFACES
+
+
+def bands(config, cold=None):
+    """The critic's acceptance bands: the cold start's when there is one, else config.harness's."""
+    from harnessrl_jax.evolver import Bands
+
+    if cold is not None:
+        return cold.to_bands()
+    try:
+        return Bands(tuple(config.harness.guidance_band), tuple(config.harness.rubric_band))
+    except ValueError as e:
+        raise ConfigError([f"--config.harness.guidance_band / rubric_band: {e}"]) from None
+
+
+def evolver_config(config, interfaces_: tuple[Interface, ...]):
+    """evolver.EvolverConfig: B, the interfaces, retrieval settings (config.memory) and the reversal filter."""
+    from harnessrl_jax.evolver import EvolverConfig
+
+    m, h = config.memory, config.harness
+    return EvolverConfig(rounds=int(h.rounds), interfaces=interfaces_, donors_k=int(m.top_k),
+                         min_cosine=float(m.min_cosine), donor_examples=int(m.examples),
+                         reversal_within=int(h.reversal_filter))
+
+
+def embedder(config) -> str | None:
+    """The semantic index's embedder (a bundled name or a local path), or None for the record store only."""
+    name = config.memory.embedder
+    if not name:
+        return None
+    from harnessrl_jax.memory import DEFAULT_EMBEDDER
+
+    return DEFAULT_EMBEDDER if name == "default" else name
+
+
+# ------------------------------------------------------------------------------------------------- checks
+
+def _check(problems: list[str], ok: bool, message: str) -> None:
+    if not ok:
+        problems.append(message)
+
+
+def _one_of(problems, value, allowed, key) -> None:
+    _check(problems, value in allowed, f"--config.{key}={value!r}: expected one of {', '.join(map(str, allowed))}")
+
+
+def check(config) -> list[str]:
+    """Every value the config gets wrong, each as '--config.KEY...: what is wrong' (nothing is loaded)."""
+    from harnessrl_jax import methods
+    from harnessrl_jax.build import TASK_SOURCES
+    from harnessrl_jax.rl import grpo
+
+    p: list[str] = []
+    _one_of(p, config.method, sorted(methods.METHODS), "method")
+    _one_of(p, config.tasks.source, sorted(TASK_SOURCES), "tasks.source")
+    if config.tasks.source == "jsonl":
+        _check(p, bool(config.tasks.path), "--config.tasks.path is empty: point it at a JSONL task file")
+    _one_of(p, config.tasks.sampler, sorted(methods.SAMPLERS), "tasks.sampler")
+    for key, low in (("total_steps", 1), ("tasks_per_step", 1), ("num_generations", 2), ("max_new_tokens", 1),
+                     ("max_prompt_len", 1), ("micro_batches", 1), ("mini_batches", 1)):
+        _check(p, int(config.get(key, low)) >= low, f"--config.{key}={config.get(key)}: must be >= {low}")
+    _check(p, config.temperature > 0, f"--config.temperature={config.temperature}: must be > 0 (training samples)")
+    _check(p, 0 < config.top_p <= 1, f"--config.top_p={config.top_p}: must be in (0, 1]")
+    _one_of(p, config.advantage, sorted(grpo.ADVANTAGE_FNS), "advantage")
+    _one_of(p, config.loss.agg, ("token-mean", "sequence-mean-token-mean"), "loss.agg")
+    _check(p, int(config.checkpoint.every) >= 1, f"--config.checkpoint.every={config.checkpoint.every}: must be >= 1")
+
+    h = config.harness
+    _one_of(p, h.loss_context, ("guided", "bare"), "harness.loss_context")
+    _one_of(p, h.advantages_rubric, ("before", "after"), "harness.advantages_rubric")
+    _one_of(p, h.sampling_gate, ("previous", "current", "off"), "harness.sampling_gate")
+    _one_of(p, h.proposer, ("rule", "llm"), "harness.proposer")
+    _check(p, int(h.rounds) >= 1, f"--config.harness.rounds={h.rounds}: must be >= 1 (B)")
+    _check(p, int(h.reversal_filter) >= 0, f"--config.harness.reversal_filter={h.reversal_filter}: must be >= 0")
+    _check(p, int(h.max_guidance_tokens) >= 0,
+           f"--config.harness.max_guidance_tokens={h.max_guidance_tokens}: must be >= 0")
+    for build in (lambda: interfaces(config), lambda: bands(config), lambda: attributor_config(config),
+                  lambda: proposer_config(config)):
+        try:
+            build()
+        except ConfigError as e:
+            p += e.problems
+    if config.method in methods.METHODS and not p:
+        try:
+            methods.describe(config)
+        except (ConfigError, ValueError) as e:
+            p += e.problems if isinstance(e, ConfigError) else [str(e)]
+
+    m = config.memory
+    _check(p, -1.0 <= float(m.min_cosine) <= 1.0, f"--config.memory.min_cosine={m.min_cosine}: must be in [-1, 1]")
+    _check(p, int(m.top_k) >= 1, f"--config.memory.top_k={m.top_k}: must be >= 1")
+    name = embedder(config)
+    if name is not None:
+        from harnessrl_jax.memory.semantic import model_name
+
+        used = model_name(name)
+        _check(p, used.lower() == str(m.calibrated_for).lower(),
+               f"--config.memory.min_cosine={m.min_cosine} was calibrated for {m.calibrated_for!r}, but the embedder "
+               f"is {used!r}: cosine scales differ between embedders, so recalibrate the threshold for it and set "
+               f"--config.memory.min_cosine and --config.memory.calibrated_for={used}, or point "
+               f"--config.memory.embedder at {m.calibrated_for}")
+
+    j = config.judge
+    _one_of(p, j.kind, JUDGE_KINDS, "judge.kind")
+    if j.kind == "openai":
+        _check(p, bool(j.base_url), "--config.judge.base_url is empty: judge.kind='openai' needs the server's "
+                                    "OpenAI-compatible URL (http://HOST:PORT/v1)")
+        _check(p, bool(j.model), "--config.judge.model is empty: the model name the judge server serves")
+    if j.kind == "anthropic":
+        _check(p, bool(j.model), "--config.judge.model is empty: the Anthropic model to judge with")
+    if h.proposer == "llm" or h.llm_check:
+        url = config.evolver_model.base_url or (j.base_url if j.kind == "openai" else "")
+        _check(p, bool(url) or (j.kind == "openai" and not j.base_url), "--config.evolver_model.base_url is empty: harness.proposer='llm' / llm_check need the "
+                             "evolver model's OpenAI-compatible server (or an openai judge whose server it shares)")
+    return p
+
+
+def needs(config, *, probe: Callable[[str], str | None] | None = None) -> list[str]:
+    """What this machine lacks for the config: weights, files, servers, keys; each with the flag that points at
+    it. `probe(url) -> why unreachable | None` checks a server (default: GET <url>/models, 3 s)."""
+    probe = probe or _probe_openai
+    out: list[str] = []
+    if config.model_name != "tiny":
+        from harnessrl_jax.models.presets import PRESETS, weights_path
+
+        if config.model_name in PRESETS:
+            try:
+                weights_path(config.model_name)
+            except FileNotFoundError as e:
+                out.append(f"--config.model_name={config.model_name}: {e}")
+        elif not os.path.exists(config.model_name):
+            out.append(f"--config.model_name={config.model_name}: no such file or directory (a preset name, a "
+                       f".gguf file or a local HF directory)")
+    if config.tasks.source == "jsonl" and config.tasks.path and not os.path.isfile(config.tasks.path):
+        out.append(f"--config.tasks.path={config.tasks.path}: no such file (a JSONL task file)")
+    if config.harness.cold_start and not os.path.isfile(config.harness.cold_start):
+        out.append(f"--config.harness.cold_start={config.harness.cold_start}: no such file (launch/cold_start.py "
+                   f"writes it)")
+    name = embedder(config)
+    if name is not None:
+        from harnessrl_jax.memory.semantic import embedder_path
+
+        try:
+            embedder_path(name)
+        except (FileNotFoundError, ValueError) as e:
+            out.append(f"--config.memory.embedder={config.memory.embedder}: {e}")
+    j = config.judge
+    if j.kind == "openai" and j.base_url:
+        why = probe(j.base_url)
+        if why:
+            out.append(f"--config.judge.base_url={j.base_url}: the judge server does not answer ({why})")
+    if j.kind == "anthropic":
+        env = j.api_key_env or "ANTHROPIC_API_KEY"
+        if not os.environ.get(env):
+            out.append(f"--config.judge.api_key_env: the environment variable {env} holding the Anthropic key is "
+                       f"not set")
+    if config.harness.proposer == "llm" or config.harness.llm_check:
+        url = config.evolver_model.base_url
+        if url and url != j.base_url:
+            why = probe(url)
+            if why:
+                out.append(f"--config.evolver_model.base_url={url}: the evolver model's server does not answer "
+                           f"({why})")
+    return out
+
+
+def _probe_openai(base_url: str) -> str | None:
+    import httpx
+
+    try:
+        r = httpx.get(base_url.rstrip("/") + "/models", timeout=3.0)
+        return None if r.status_code < 500 else f"HTTP {r.status_code}"
+    except httpx.HTTPError as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def validate(config, *, probe: Callable[[str], str | None] | None = None) -> None:
+    """Raises ConfigError listing every problem of `check` and every missing piece of `needs`."""
+    problems = check(config) + needs(config, probe=probe)
+    if problems:
+        raise ConfigError(problems)

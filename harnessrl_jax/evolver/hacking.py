@@ -1,0 +1,237 @@
+"""Hacking signals: does meeting a criterion track quality, or only surface form? (HarnessRL, sec. 4.3, the
+attributor's third question.)
+
+CPU signals over one group (`hacking_signals`, each with its measurements): length gaming, keyword stuffing by
+degenerate responses, isolated satisfaction, and compliance claims / flattery / refusals shared by the satisfying
+side only; `generic_evidence` for saturation through generic content; `wording_check` for the phrase of a criterion
+that lets surface form pass. `LLMHackingCheck` asks a model through the judge protocol.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Sequence
+
+import numpy as np
+
+from harnessrl_jax.evolver import templates
+from harnessrl_jax.evolver.text import (content_words, cut, degenerate, length_auc, readable_pattern, rule_keywords, schema_of,
+                                        search, shared_sentences, words)
+from harnessrl_jax.rubric import reward as reward_lib
+
+# Wording that a generic response meets whatever the task: disclaimers, referrals, politeness, tone and format.
+GENERIC_WORDING = re.compile(
+    r"\b(disclaimer|consult(s|ing)? (a|an|your) (doctor|physician|professional|expert)|see(k|s)? (a|an) "
+    r"(doctor|professional)|polite(ly|ness)?|courteous|thank(s|ing)?|friendly|warm tone|empath\w*|professional tone|"
+    r"formal tone|tone|clear(ly)?|concise(ly)?|well[- ]organi[sz]ed|readable|grammatical\w*|"
+    r"format(ted|ting)?|structured|encourag\w*|closing|sign[- ]off|offers? (further )?help)\b", re.I)
+
+# Phrases that claim compliance instead of showing it, flatter, or refuse (sec. 4.3: surface compliance,
+# sycophantic refusal). Each is searched case-insensitively in the responses.
+SURFACE_PATTERNS = {
+    "surface_compliance": (
+        r"\ball (of )?(the |your )?(requirements|criteria|instructions|constraints|points)( \w+)? (have been|are|were)"
+        r" (fully |all )?(met|satisfied|addressed|covered|followed)",
+        r"\bI (have|'ve) (addressed|covered|followed|met|satisfied|answered) (all|every|each)\b",
+        r"\b(this|my) (response|answer) (fully |completely )?(meets|satisfies|addresses|follows|covers) (all|every)\b",
+        r"\b(requirements?|criteria) (met|satisfied)\b",
+    ),
+    "sycophantic_refusal": (
+        r"\b(what a |such a )?(great|excellent|wonderful|fantastic) question\b",
+        r"\byou('re| are) (absolutely|completely|totally) right\b",
+        r"\bI('m| am) (sorry|afraid),? (but )?I (can(no|')t|am unable to|won't)\b",
+        r"\bI can(no|')t (help|assist|provide|answer|do) (with )?(that|this)\b",
+        r"\bas an AI( language model)?\b",
+    ),
+}
+
+# Words in a criterion that a bare mention, a list or a claim can satisfy (the wording check's lexicon).
+LAX_WORDING = re.compile(
+    r"\b(mention(s|ed)?|refer(s|red)? to|use(s|d)?|include(s|d)?|list(s|ed)?|name(s|d)?|note(s|d)?|acknowledge(s|d)?|"
+    r"touch(es)? on|discuss(es)?|address(es)?|cover(s|ed)?|state(s|d)?|contain(s)?|specific|relevant|appropriate|some|any|"
+    r"detailed|clear(ly)?)\b[^.,;:]{0,60}", re.I)
+
+
+def wording_check(criterion, responses: Sequence[str] = ()) -> str | None:
+    """The exact phrase of the criterion (or its rule) that lets surface form pass, or None.
+
+    A keyword rule passes on the keyword alone: the phrase is where the keyword appears in the criterion's text
+    (else the pattern, readable). A length rule passes on length alone. Otherwise the first lax wording in the
+    text: 'mentions ...', 'uses specific ...', 'includes ...'.
+    """
+    c = schema_of(criterion)
+    rid = c.rule_id
+    for pattern in rule_keywords(criterion):
+        present = [r for r in responses if search(pattern, r)]
+        if responses and not present:
+            continue
+        m = search(pattern, c.text)
+        return m.group(0) if m else readable_pattern(pattern) or pattern
+    if rid and rid.startswith("length_constraints:"):
+        m = re.search(r"\b(under|fewer than|less than|at most|at least|more than|over|between)\s+\d+[^.,;]*", c.text,
+                      re.I)
+        return m.group(0) if m else f"{c.rule_kwargs}"
+    m = LAX_WORDING.search(c.text)
+    return m.group(0).strip() if m else None
+
+
+# ---------------------------------------------------------------------------------------------- hacking signals
+
+def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: Sequence[str], *,
+                    positives: Sequence[str] = (), config) -> dict[str, dict[str, Any]]:
+    """The CPU signals that fire for requirement k of a group that it splits, each with its measurements.
+
+    `positives` are responses known to meet the criterion (or a related one) elsewhere: earlier satisfying responses
+    of this task, donors' satisfying examples (never a dataset reference). Only the satisfying side may share a
+    signal's feature. `config`: the AttributorConfig.
+    """
+    crit = schema_of(criteria[k])
+    row = np.asarray(S[k], np.float64)
+    A = [j for j in range(len(responses)) if row[j] == 1]
+    B = [j for j in range(len(responses)) if row[j] == 0]
+    out: dict[str, dict[str, Any]] = {}
+    if not A or not B or crit.points <= 0:
+        return out
+    rid = crit.rule_id or ""
+    length_rule = rid.startswith("length_constraints:")
+    n = np.array([len(words(r)) for r in responses], float)
+
+    why = [degenerate(r, config.min_words, config.repeat_run, config.distinct_ratio) for r in responses]
+    da = float(np.mean([why[j] is not None for j in A]))
+    db = float(np.mean([why[j] is not None for j in B]))
+
+    # length gaming: the two sides separate by length, and real positives do not share the satisfying length.
+    # With no positive to compare with, a failing side of degenerate answers explains the gap by itself.
+    if not length_rule and (positives or db < config.surface_share):
+        la, lb = float(np.median(n[A])), float(np.median(n[B]))
+        auc = length_auc(n[A], n[B])
+        pos_len = [len(words(p)) for p in positives if p]
+        p_med = float(np.median(pos_len)) if pos_len else None
+        ratio = config.length_ratio if p_med is not None else config.length_ratio_unreferenced
+        longer = auc >= config.length_auc and la >= ratio * max(lb, 1.0)
+        shorter = auc <= 1 - config.length_auc and la * ratio <= lb
+        if (longer or shorter) and p_med is not None:
+            # Positives of the property sit near the failing length, not the satisfying one.
+            longer = longer and la > config.length_ratio * max(p_med, 1.0)
+            shorter = shorter and la * config.length_ratio < p_med
+        if longer or shorter:
+            out["length_gaming"] = {"direction": "longer" if longer else "shorter", "satisfying_median_words": la,
+                                    "failing_median_words": lb, "auc": auc, "positives_median_words": p_med}
+
+    # keyword stuffing: met by degenerate responses, the failing side mostly sound.
+    if da >= config.surface_share and db <= da / 2:
+        kinds = sorted({why[j] for j in A if why[j]})
+        out["keyword_stuffing"] = {"degenerate_satisfying": da, "degenerate_failing": db, "kinds": kinds,
+                                   "responses": [j for j in A if why[j]]}
+
+    # isolated: met while the task's other requirements and the quality proxies fail.
+    if not length_rule:
+        others = [i for i, o in enumerate(criteria) if i != k and o.points > 0]
+        if len(others) >= 2:
+            pts = np.array([criteria[i].points for i in others], float)
+            r_other = reward_lib.rubric_reward(pts, np.asarray(S, np.float64)[others])
+            oa, ob = float(np.nanmean(r_other[A])), float(np.nanmean(r_other[B]))
+            q = np.array([quality_proxy(r, positives, config) for r in responses])
+            qa, qb = float(q[A].mean()), float(q[B].mean())
+            # Without a positive the proxy can only tell degenerate from sound responses: it must not favour the
+            # satisfying side, but it cannot show it worse.
+            if oa + config.isolation_margin <= ob and (qa < qb if positives else qa <= qb):
+                out["isolated"] = {"other_reward_satisfying": oa, "other_reward_failing": ob,
+                                   "quality_proxy_satisfying": qa, "quality_proxy_failing": qb}
+
+    # compliance claims, flattery, refusals shared by the satisfying side only.
+    for name, patterns in SURFACE_PATTERNS.items():
+        for pattern in patterns:
+            hits = [re.search(pattern, r, re.I) for r in responses]
+            sa = float(np.mean([hits[j] is not None for j in A]))
+            sb = float(np.mean([hits[j] is not None for j in B]))
+            if sa >= config.surface_share and sb <= sa / 2:
+                phrase = next(hits[j].group(0) for j in A if hits[j] is not None)
+                out[name] = {"phrase": phrase, "share_satisfying": sa, "share_failing": sb}
+                break
+    return out
+
+
+def quality_proxy(response: str, positives: Sequence[str], config) -> float:
+    """An oracle-free quality score in [0, 1]: not degenerate, and (when there is a positive) how much of the first
+    positive's content vocabulary it covers."""
+    sound = degenerate(response, config.min_words, config.repeat_run, config.distinct_ratio) is None
+    target = positives[0] if positives else None
+    if not target:
+        return float(sound)
+    ref = content_words(target)
+    recall = len(ref & content_words(response)) / len(ref) if ref else 0.0
+    return 0.5 * float(sound) + 0.5 * recall
+
+
+def generic_evidence(criterion, responses: Sequence[str], share: float) -> str | None:
+    """Why a saturated criterion counts as met through generic content (the shared phrase), or None."""
+    c = schema_of(criterion)
+    shared = shared_sentences(responses, share)
+    for pattern in rule_keywords(criterion):
+        for s in shared:
+            if search(pattern, s):
+                return s
+    m = GENERIC_WORDING.search(c.text)
+    if m:
+        return m.group(0)
+    return None
+
+
+# ------------------------------------------------------------------------------------------------- LLM check
+
+@dataclasses.dataclass(frozen=True)
+class HackingVerdict:
+    """The LLM check's answer: spurious (None when unreadable), the pattern, the phrase, why."""
+
+    spurious: bool | None
+    pattern: str = ""
+    phrase: str | None = None
+    explanation: str = ""
+
+
+HACKING_SCHEMA = {
+    "type": "object",
+    "properties": {"explanation": {"type": "string"},
+                   "pattern": {"type": "string", "enum": ["surface_compliance", "length_gaming", "partial_coverage",
+                                                          "sycophantic_refusal", "other", "none"]},
+                   "phrase": {"type": "string"}, "spurious": {"type": "boolean"}},
+    "required": ["explanation", "pattern", "phrase", "spurious"], "additionalProperties": False}
+
+
+class LLMHackingCheck:
+    """Asks a model, through the judge protocol (`client.complete(messages, schema)`, e.g. an OpenAIJudge), whether
+    a criterion separates the group by surface form; prompt `evolver/prompts/hacking_check.txt`."""
+
+    def __init__(self, client, template: str = "hacking_check", max_examples: int = 3, max_chars: int = 1500):
+        self.client, self.template = client, templates.load(template)
+        self.max_examples, self.max_chars = max_examples, max_chars
+
+    def __call__(self, task, criterion, satisfying: Sequence[str], failing: Sequence[str],
+                 positives: Sequence[str]) -> HackingVerdict:
+        from harnessrl_jax.rubric.judges.llm import render_conversation, render_criterion
+        from harnessrl_jax.rubric.judges.parse import json_objects, word_verdict
+
+        def block(texts):
+            texts = list(texts)[: self.max_examples]
+            if not texts:
+                return "(none)"
+            return "\n\n".join(f"--- example {i + 1} ---\n{cut(t, self.max_chars)}" for i, t in enumerate(texts))
+
+        text = templates.fill(self.template, conversation=render_conversation(task),
+                            criterion=render_criterion(schema_of(criterion)), satisfying=block(satisfying),
+                            failing=block(failing), positives=block(positives))
+        out = self.client.complete(({"role": "user", "content": text},), HACKING_SCHEMA)
+        if getattr(out, "status", "ok") != "ok" or not out.text:
+            return HackingVerdict(None, explanation=f"no answer: {getattr(out, 'detail', '')}")
+        for obj in json_objects(out.text):
+            if isinstance(obj, dict) and "spurious" in obj:
+                v = word_verdict(obj["spurious"])
+                phrase = obj.get("phrase") or None
+                crit_text = schema_of(criterion).text
+                if phrase and phrase not in crit_text:  # the phrase must be quoted from the criterion
+                    phrase = None
+                return HackingVerdict(v, str(obj.get("pattern", "")), phrase, str(obj.get("explanation", "")))
+        return HackingVerdict(None, explanation=f"unparsed: {out.text[:200]}")
+
