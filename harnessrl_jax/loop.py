@@ -192,7 +192,8 @@ def oracle_metrics(tasks: Sequence[Task], responses: Sequence[Sequence[str]], re
 def training_tasks(config, tasks: Sequence[Task]) -> tuple[list[Task], int]:
     """(tasks as every method trains them, number of LLM criteria dropped): without an LLM judge (judge.kind
     'rule') only rule criteria stay, and a task left with no positive criterion is dropped; dataset references are
-    removed unless config.harness.use_dataset_reference (they describe the corpus only: paper sec. 5.1)."""
+    removed unless config.harness.use_dataset_reference (they describe the corpus only: paper sec. 5.1). With
+    config.tasks.subset = n > 0, a seeded random n of them (a short run that draws each task several times)."""
     keep_reference = bool(config.harness.get("use_dataset_reference", False))
     out, dropped = [], 0
     for t in tasks:
@@ -208,6 +209,10 @@ def training_tasks(config, tasks: Sequence[Task]) -> tuple[list[Task], int]:
     if not out:
         raise ValueError("no task has a positive rule criterion: set --config.judge.kind and its server for an LLM "
                          "judge")
+    n = int(config.tasks.get("subset", 0) or 0)
+    if 0 < n < len(out):
+        keep = np.sort(np.random.default_rng(config.seed).choice(len(out), n, replace=False))
+        out = [out[i] for i in keep]
     return out, dropped
 
 

@@ -1,6 +1,6 @@
 """A self-contained toy problem for tests and `experiments/tiny_cpu.py`: a character tokenizer and letter tasks.
 
-A tiny random model over a 48-token character vocabulary samples almost uniformly, so a rule like "the letter q
+A tiny random model over a character vocabulary samples almost uniformly, so a rule like "the letter q
 appears at least once in 8 tokens" starts at ~15% and is learnable in a few dozen GRPO steps; a 49k-token BPE
 vocabulary would leave a random model no signal at all. The tasks are ordinary `Task`s with `verifier:rule`
 criteria (IFEval's `keywords:letter_frequency`), so they run through the same reward path as real data.
@@ -17,7 +17,9 @@ from harnessrl_jax.models.tokenizer import Tokenizer
 from harnessrl_jax.rubric.schema import Criterion, Task
 
 SPECIAL = ("<|pad|>", "<|end|>", "<|user|>", "<|assistant|>", "<|system|>")
-CHARS = "abcdefghijklmnopqrstuvwxyz .,?!'-0123456789"
+# Lowercase letters first (what the letter tasks sample), then what guidance fields and chat text also use, so a
+# mounted <criterion>...</criterion> reaches the tiny policy as written.
+CHARS = "abcdefghijklmnopqrstuvwxyz .,?!'-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\n<>/:;()\""
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from harnessrl_jax import cli  # noqa: E402
 
-from harnessrl_jax.eval.tables import INTERFACES, read_jsonl, stats_from_records  # noqa: E402
+from harnessrl_jax.eval.tables import END_WINDOW, INTERFACES, read_jsonl, stats_from_records  # noqa: E402
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
@@ -81,7 +81,9 @@ def svg_lines(title: str, steps: Sequence[int], series: dict[str, Sequence[float
 
 PLOTS = (
     ("Reward and oracle score", "points (0-100)", {"reward": "reward/mean", "oracle": "oracle/score_mean"}),
-    ("Reward-oracle agreement", "fraction of separated pairs", {"agreement": "oracle/agreement"}),
+    ("Reward-oracle agreement", "fraction of all rollout pairs (ties in the denominator)",
+     {"agreement": "oracle/agreement", "reward tie": "oracle/pair_reward_tie",
+      "wrong direction": "oracle/pair_wrong_direction"}),
     ("Failure fractions (attributor)", "share of criteria", {
         "blind": "attribution/frac_blind", "saturated": "attribution/frac_saturated",
         "spurious": "attribution/frac_spurious", "agree": "attribution/frac_agree"}),
@@ -115,14 +117,18 @@ def summary_rows(metrics: list[dict], records: list[dict]) -> list[tuple[str, st
         ("steps", str(int(s["steps"]))),
         (f"reward, first {k} -> last {k} steps", f"{s['reward_first']:.1f} -> {s['reward_last']:.1f}"),
         (f"oracle score, first {k} -> last {k}", f"{s['oracle_first']:.1f} -> {s['oracle_last']:.1f}"),
-        ("reward-oracle agreement (mean)", f"{s['oracle_agreement']:.3f}"),
+        (f"reward-oracle agreement, all pairs of the last {min(END_WINDOW, int(s['steps']))} steps",
+         f"{pct(s['oracle_agreement'])} of {int(s['oracle_pairs'])} pairs"),
+        ("pair classes: agree / reward tie / wrong direction / oracle tie",
+         " / ".join(pct(s[f"pair_{c}"]) for c in ("agree", "reward_tie", "wrong_direction", "oracle_tie"))),
         ("zero-variance groups (mean)", f"{s['zero_variance']:.2f}"),
         ("candidates measured / accepted / rejected",
          f"{int(s['measured'])} / {int(s['accepted'])} / {int(s['measured'] - s['accepted'])}"),
         ("accepted by interface", ", ".join(f"{i} {int(s[f'accepted_{i}'])}" for i in INTERFACES)),
         ("critic acceptance rate", "n/a" if not math.isfinite(s["acceptance_rate"]) else
          f"{s['acceptance_rate']:.2f}"),
-        ("reversal rate", f"{s['reversal_rate']:.3f}"),
+        ("reversal rate (undone within two draws)", pct(s["reversal_rate"])),
+        ("<reference> fields supplied by donors", pct(s["donor_share"])),
         ("guidance fields per task (end)", f"{0.0 if math.isnan(s['guidance_fields']) else s['guidance_fields']:.2f}"),
         ("down-weighted tasks (end)",
          f"{0.0 if math.isnan(s['downweighted_share']) else s['downweighted_share']:.2f}"),

@@ -37,6 +37,30 @@ def pytest_configure(config):
                             "skips them")
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tiny_config(arg: str = "method=harnessrl,tasks=harness", **harness):
+    """experiments/tiny_cpu.py with `arg`, and config.harness settings."""
+    sys.path.insert(0, REPO)
+    from experiments import tiny_cpu
+
+    config = tiny_cpu.get_config(arg)
+    config.harness.update(harness)
+    return config
+
+
+@pytest.fixture(scope="session")
+def tiny_setup():
+    """build.setup of the tiny HarnessRL config (toy tasks with a varying, a saturated and a blind criterion),
+    shared by the in-process step tests: its trainer and engine compile once per session."""
+    from harnessrl_jax import build
+
+    run = build.setup(tiny_config())
+    yield run
+    run.close()
+
+
 @pytest.fixture(scope="session")
 def smollm2_path():
     from harnessrl_jax.models.presets import smollm2_gguf_path

@@ -8,11 +8,15 @@
 Statistics of a run (NaN where the run has none, e.g. critic numbers of a GRPO run):
 - reward_first / reward_last, oracle_first / oracle_last: mean training reward and oracle score over the first and
   last k steps (k = steps // 3, 1 to 3);
-- oracle_agreement: mean over steps of the reward-oracle agreement over rollout pairs (the paper's 48.9% vs 38.4%);
+- oracle_agreement: the reward-oracle agreement over every rollout pair of the last `END_WINDOW` steps' groups
+  (the paper's "end of training"; ties in the denominator: 48.9% vs 38.4%), and the pair classes over the same
+  pairs: pair_agree, pair_reward_tie (with its blind / saturated split), pair_wrong_direction, pair_oracle_tie
+  (eval.agreement); oracle_agreement_all: the same over every step;
 - zero_variance: mean share of groups whose rewards are all equal;
 - measured / accepted: candidates the critic measured and accepted; acceptance_rate = accepted / measured;
   accepted_<interface> per interface;
 - reversal_rate: the last step's share of updates undone within two draws of their task (the paper's 1.6%);
+- donor_share: of the <reference> fields accepted over the run, the share donors supplied (the paper's 58%);
 - guidance_fields, downweighted_share: at the last step;
 - evolver_share: time in the evolver over step time; step_seconds: the steps' wall time;
 - heldout / heldout_oracle: eval.json's seed-rubric and oracle means, when the run was evaluated (launch/eval.py).
@@ -27,7 +31,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from harnessrl_jax.eval import agreement
 from harnessrl_jax.words import INTERFACES
+
+END_WINDOW = 25  # "at the end of training": the last 25 steps (methods.md, AMB-4.11)
 
 
 
@@ -59,18 +66,38 @@ def stats_from_records(metrics: Sequence[Mapping[str, Any]], records: Sequence[M
     out = {"steps": float(end["step"]), "k": float(k),
            "reward_first": _mean(first, "reward/mean"), "reward_last": _mean(last, "reward/mean"),
            "oracle_first": _mean(first, "oracle/score_mean"), "oracle_last": _mean(last, "oracle/score_mean"),
-           "oracle_agreement": _mean(metrics, "oracle/agreement"),
+           **pair_stats(metrics[-END_WINDOW:]),
+           "oracle_agreement_all": pair_stats(metrics)["oracle_agreement"],
            "zero_variance": _mean(metrics, "reward/zero_variance_fraction"),
            "measured": float(len(measured)), "accepted": float(len(accepted)),
            "acceptance_rate": len(accepted) / len(measured) if measured else math.nan,
            "reversal_rate": float(end.get("harness/reversal_rate", math.nan)),
            "guidance_fields": float(end.get("guidance/fields_per_task", math.nan)),
            "downweighted_share": float(end.get("sampling/downweighted_share", math.nan)),
+           "donor_share": _ratio(metrics, "guidance/reference_fields_from_donors", "guidance/reference_fields_added"),
            "evolver_share": evolver_time / step_time if step_time else math.nan,
            "step_seconds": step_time}
     for i in INTERFACES:
         out[f"accepted_{i}"] = float(sum(r.get("interface") == i for r in accepted))
     return out
+
+
+def pair_stats(metrics: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """oracle_agreement and the pair-class shares over every rollout pair of these steps (their counts summed)."""
+    counts = agreement.total_counts(
+        {k.removeprefix("oracle/count/"): int(v) for k, v in m.items() if k.startswith("oracle/count/")}
+        for m in metrics)
+    shares = agreement.agreement_metrics(counts, prefix="")
+    out = {"oracle_agreement": shares["agreement"], "oracle_agreement_separated": shares["agreement_separated"],
+           "oracle_pairs": shares["pairs"]}
+    out.update({k: v for k, v in shares.items() if k.startswith("pair_")})
+    return out
+
+
+def _ratio(metrics: Sequence[Mapping[str, Any]], num: str, den: str) -> float:
+    n = sum(float(m.get(num, 0.0)) for m in metrics)
+    d = sum(float(m.get(den, 0.0)) for m in metrics)
+    return n / d if d else math.nan
 
 
 def run_stats(workdir: str) -> dict[str, float]:

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from harnessrl_jax import loop
+from harnessrl_jax import build, loop
 from harnessrl_jax.eval import bootstrap_mean, evaluate, paired_bootstrap
 from harnessrl_jax.harness.render import render_prompt
 from harnessrl_jax.rubric import rules
@@ -23,7 +23,7 @@ def tiny_run():
     from experiments import tiny_cpu
 
     config = tiny_cpu.get_config("method=harnessrl,tasks=harness")  # toy tasks with a varying, a saturated and a blind criterion
-    return loop.setup(config)
+    return build.setup(config)
 
 
 def test_evaluate_matches_a_rescoring_of_the_same_samples():

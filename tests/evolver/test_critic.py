@@ -313,3 +313,84 @@ def test_measurements_serialise_for_harness_jsonl():
     d = json.loads(json.dumps(m.to_dict()))
     assert d["verdict"] == "rejected" and d["non_varying"] == ["cellulose/h0"] and d["band"] == [3.1, 28.0]
     assert m.deltas() == {"delta_c": pytest.approx(12.5)}
+
+
+# ---------------------------------------------------------------------------------- gates, edges, missing cells
+
+def test_the_current_sampling_gate_takes_this_steps_diagnosis_and_the_paper_gate_does_not():
+    cand = Candidate("cellulose", "sampling", (DownweightTask("cellulose"),), "saturated")
+    ctx = cellulose(history=())  # no earlier draw: the window of 2 is not filled, the task is not saturated now
+    assert ctx.attribution.task_label is None
+    assert Critic(sampling_gate="current").measure(ctx, cand).verdict == Verdict.REJECTED
+    ctx = cellulose(history=None)  # no memory: this group alone diagnoses the task saturated; no previous record
+    assert ctx.attribution.task_label == "saturated" and ctx.previous_task_label is None
+    m = Critic(sampling_gate="current").measure(ctx, cand)
+    assert m.verdict == Verdict.ACCEPTED and m.conditions == {"sign": True, "saturation_record": True}
+    assert Critic().measure(ctx, cand).verdict == Verdict.REJECTED  # 'previous' needs the earlier record
+
+
+def test_a_merge_of_varying_parents_must_itself_vary():
+    crits = [llm("t/c0", "Names glucose.", 6), llm("t/c1", "Gives an example.", 2),
+             llm("t/c2", "Gives a worked example.", 2), llm("t/c3", "Is concise.", 2)]
+    S = [[1, 1, 1, 1, 0, 0, 0, 0], [1, 0] * 4, [1, 1, 0, 0] * 2, [1] * 8]
+    state = HarnessState.from_tasks([make_task("t", crits)], anchors={"t": ["t/c0"]})
+    ctx = build_context(crits, RESPONSES, None, tid="t", S=S, state=state)
+    cand = Candidate("t", "rubric", (MergeCriteria("t", ("t/c1", "t/c2"), "Gives a worked example.", 2.0),),
+                     "saturated")
+    # The parents split the group; a merged criterion met by nobody does not, so it is not exempt: rejected.
+    m = Critic().measure(ctx, cand, CriticHooks(regrade=Regrade({"Gives a worked example.": [0] * 8})))
+    assert m.verdict == Verdict.REJECTED and m.non_varying and "do not vary" in m.reason
+    # The same merge, varying: accepted on its delta_c (parents 2 + 2 -> merged 2, c3 rescaled with it).
+    row = [1, 0, 0, 0, 1, 0, 0, 0]
+    m = Critic().measure(ctx, cand, CriticHooks(regrade=Regrade({"Gives a worked example.": row})))
+    new = apply(ctx.state, cand.actions)
+    S_new = np.array([S[0], row, S[3]], float)
+    expected = ctx.rbar - reference_rewards(new.points("t"), S_new).mean()
+    assert m.delta_c == pytest.approx(expected) and m.non_varying == ()
+    assert m.verdict == (Verdict.ACCEPTED if 3.1 <= expected <= 28.0 else Verdict.REJECTED)
+
+
+def test_nan_cells_of_a_regrade_are_left_out_of_the_rewards_not_counted_as_zero():
+    ctx = cellulose()
+    cand = rubric(ctx, RewriteCriterion("cellulose", "cellulose/c1", "Names a specific point-of-care assay"))
+    row = [1, 0, np.nan, 1, 0, np.nan, 1, 0]  # two cells the judge could not score
+    m = Critic().measure(ctx, cand, CriticHooks(regrade=Regrade({"Names a specific point-of-care assay": row})))
+    new = apply(ctx.state, cand.actions)
+    S_new = np.array([[1] * 8, row, [1] * 8, [0] * 8], float)
+    pts = new.points("cellulose")
+    per = []
+    for j in range(8):  # the reward skips a NaN cell: its criterion leaves numerator and denominator
+        ok = ~np.isnan(S_new[:, j])
+        per.append(100 * (pts[ok] @ S_new[ok, j]) / pts[ok].clip(min=0).sum())
+    assert m.delta_c == pytest.approx(100.0 - np.mean(per))
+    assert m.candidate_rewards[2] == pytest.approx(100.0)  # the unscored cell did not count as a miss
+
+
+@pytest.mark.parametrize("delta, verdict, direction", [
+    (3.1, Verdict.ACCEPTED, None), (28.0, Verdict.ACCEPTED, None),  # the band is closed at both ends
+    (3.1 - 1e-9, Verdict.REJECTED, "too_weak"), (28.0 + 1e-9, Verdict.REJECTED, "too_strong"),
+    (0.0, Verdict.REJECTED, "too_weak"), (-1.0, Verdict.REJECTED, "too_weak"),
+])
+def test_deltas_on_the_band_edges(delta, verdict, direction):
+    from harnessrl_jax.evolver.critic import in_band
+
+    ok, d = in_band(delta, (3.1, 28.0))
+    assert (Verdict.ACCEPTED if ok else Verdict.REJECTED) == verdict and d == direction
+
+
+def test_a_guided_prompt_over_the_budget_is_rejected_unmeasured_never_measured_on_another_prompt():
+    ctx = blind_context()
+    fits = Candidate("cellulose", "guidance", (AddField("cellulose", "criterion", "Explain porosity.",
+                                                         "cellulose/c2"),), "blind", variant="short")
+    too_long = Candidate("cellulose", "guidance", (AddField("cellulose", "reference", "x" * 10_000,
+                                                             "cellulose/c2"),), "blind", variant="long")
+    resample = Resample(RESPONSES)
+
+    def problem(task, fields):
+        return "guided prompt over the budget" if sum(len(t) for _, t in fields) > 1000 else None
+
+    hooks = CriticHooks(regrade=lambda t, r, c: np.asarray(ctx.S), resample=resample, prompt_problem=problem)
+    m_fit, m_long = Critic().measure_many([(ctx, fits), (ctx, too_long)], hooks)
+    assert m_long.verdict == Verdict.REJECTED and "over the budget" in m_long.reason and not m_long.measured
+    assert m_long.conditions == {"fits": False}
+    assert m_fit.measured and resample.calls == [("cellulose", (("criterion", "Explain porosity."),))]

@@ -1,7 +1,6 @@
 """Rendering: mounted guidance fields after the last user message, through the chat template. Expected strings are
 written out by hand in SmolLM2's ChatML format (its template adds the default system message when there is none)."""
 
-import jax
 import pytest
 
 from harnessrl_jax.harness import render as hr
@@ -65,28 +64,45 @@ def test_render_prompt_exact_text_with_and_without_guidance(tokenizer):
         "<|im_start|>assistant\n")
 
 
-def test_render_follows_the_harness_rows_and_bare_drops_the_fields(tokenizer):
+def test_task_fields_follow_the_harness_rows_and_no_fields_is_the_bare_prompt(tokenizer):
     state = HarnessState.from_tasks(TASKS)
     state = apply(state, [AddField("chat", "critique", "Too long."), AddField("chat", "criterion", "One word.")])
-    guided = hr.render(tokenizer, TASKS, [1, 0, 1], state.guidance)
+    fields = hr.task_fields(state.guidance, 1)
+    assert fields == (("criterion", "One word."), ("critique", "Too long.")) and hr.task_fields(state.guidance, 0) == ()
     chat = ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nName a polymer.<|im_end|>\n"
             "<|im_start|>assistant\nCellulose.<|im_end|>\n<|im_start|>user\nAnother?\n\n"
             "<criterion>One word.</criterion>\n<critique>Too long.</critique><|im_end|>\n<|im_start|>assistant\n")
-    paper = SYSTEM + ("<|im_start|>user\nWhy does cellulose make a good filter paper?<|im_end|>\n"
-                      "<|im_start|>assistant\n")
-    assert guided == [chat, paper, chat]
-    bare = hr.render_bare(tokenizer, TASKS, [1, 0])
-    assert bare[0] == chat.replace("\n\n<criterion>One word.</criterion>\n<critique>Too long.</critique>", "")
-    assert bare[1] == paper
+    assert hr.render_prompt(tokenizer, TASKS[1].prompt, fields) == chat
+    bare = chat.replace("\n\n<criterion>One word.</criterion>\n<critique>Too long.</critique>", "")
+    assert hr.render_prompt(tokenizer, TASKS[1].prompt, ()) == bare
+    ids = hr.render_prompt(tokenizer, TASKS[1].prompt, fields, tokenize=True)
+    assert ids == tokenizer.encode(chat) and tokenizer.decode(ids, skip_special_tokens=False) == chat
 
 
-def test_render_ids_are_the_tokenized_text_and_indices_may_be_a_jax_array(tokenizer):
-    state = apply(HarnessState.from_tasks(TASKS), AddField("paper", "reference", "A good answer ..."))
-    idx = jax.numpy.array([0, 1], dtype=jax.numpy.int32)
-    texts = hr.render(tokenizer, TASKS, idx, state.guidance)
-    ids = hr.render(tokenizer, TASKS, idx, state.guidance, tokenize=True)
-    assert ids == [tokenizer.encode(t) for t in texts]
-    assert tokenizer.decode(ids[0], skip_special_tokens=False) == texts[0]
-    # The guided prompt extends the bare one only inside the user turn: same prefix, longer.
-    bare_ids = hr.render_bare(tokenizer, TASKS, idx, tokenize=True)
-    assert len(ids[0]) > len(bare_ids[0]) and ids[1] == bare_ids[1]
+def test_fields_that_fit_are_kept_verbatim(tokenizer):
+    fields = (("criterion", "Name the reaction."), ("reference", "Periodate oxidation ..."))
+    n = len(hr.render_prompt(tokenizer, TASKS[0].prompt, fields, tokenize=True))
+    assert hr.fit_fields(tokenizer, TASKS[0].prompt, fields, n) == (fields, False)
+
+
+def test_fields_over_the_budget_are_shortened_reference_first_to_exactly_fit(tokenizer):
+    long_ref = " ".join(f"Sentence {i} of an example answer about cellulose fibres." for i in range(40))
+    fields = (("criterion", "Name the reaction."), ("reference", long_ref), ("critique", "None said periodate."))
+    full = len(hr.render_prompt(tokenizer, TASKS[0].prompt, fields, tokenize=True))
+    limit = full - 200
+    fitted, shortened = hr.fit_fields(tokenizer, TASKS[0].prompt, fields, limit)
+    assert shortened and [n for n, _ in fitted] == ["criterion", "reference", "critique"]
+    texts = dict(fitted)
+    # Only the reference (which gives away most) is cut, at its start, and marked; the others are untouched.
+    assert texts["criterion"] == "Name the reaction." and texts["critique"] == "None said periodate."
+    assert texts["reference"].endswith(" ...") and long_ref.startswith(texts["reference"][:-4])
+    n = len(hr.render_prompt(tokenizer, TASKS[0].prompt, fitted, tokenize=True))
+    assert limit - 20 <= n <= limit  # fits, without throwing away much more than needed
+    # Deterministic: the critic and the training rollout see the same prompt.
+    assert hr.fit_fields(tokenizer, TASKS[0].prompt, fields, limit) == (fitted, True)
+
+
+def test_fields_that_cannot_fit_even_cut_are_refused(tokenizer):
+    fields = (("criterion", "Name the reaction. " * 30), ("critique", "None said periodate. " * 30))
+    bare = len(hr.render_prompt(tokenizer, TASKS[0].prompt, (), tokenize=True))
+    assert hr.fit_fields(tokenizer, TASKS[0].prompt, fields, bare + 5) == (None, False)

@@ -69,21 +69,34 @@ def test_restore_without_a_checkpoint_says_where_it_looked(tmp_path):
 
 @pytest.mark.parametrize("spec", ["tiny_cpu.py", "tiny_cpu.py:method=harnessrl,tasks=harness"])
 def test_resume_is_exact_through_launch_train(tmp_path, spec):
-    """4 steps straight vs 2 steps, stop, resume, 2 steps: bitwise-equal params, optimiser state and metrics; for
-    HarnessRL also the harness state, the memory positions and harness.jsonl."""
+    """4 steps straight vs 2 steps, stop, a step that reached the memory but not the checkpoint (a crash), resume,
+    2 steps: bitwise-equal params, optimiser state and metrics, the harness state, the memory positions and
+    harness.jsonl; for HarnessRL with the semantic index on (the bundled MiniLM)."""
+    from harnessrl_jax.memory import DrawRecord, Memory
+
     train = load_train_module()
     config = train.load_config(os.path.join(REPO, "experiments", spec))
+    harness = "harnessrl" in spec
     with config.unlocked():
         config.report = False
         config.total_steps = 4
         config.loss.kl_coef = 0.01  # the reference must be the same initial policy after the restart
         config.optim.schedule = "cosine"  # the schedule must continue where it stopped
         config.checkpoint.every = 100  # only the stop and the end save
+        if harness:
+            config.memory.embedder = "default"
 
     straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
     train.train(config, straight)
     train.train(config, resumed, stop_after=2)
     assert Checkpointer(os.path.join(resumed, "checkpoints")).all_steps() == [2]
+    # The memory runs ahead of the checkpoint: step 2 was committed (with a criterion wording the semantic index
+    # had not seen), then the process died before the next checkpoint.
+    embedder = "all-MiniLM-L6-v2" if harness else None
+    with Memory.open(os.path.join(resumed, "memory"), embedder=embedder) as mem:
+        mem.append_step(2, [DrawRecord(2, "ghost", ("ghost/c0",), ("A wording only the lost step saw",), ("x",),
+                                       np.ones((1, 1)), np.ones(1))])
+        mem.save()
     train.train(config, resumed)
 
     def metrics(workdir):
@@ -99,8 +112,10 @@ def test_resume_is_exact_through_launch_train(tmp_path, spec):
     assert [json.loads(m)["step"] for m in metrics(resumed)] == [1, 2, 3, 4]
     assert metrics(resumed) == metrics(straight)
     assert harness_lines(resumed) == harness_lines(straight)
-    if spec.endswith(":harness"):
+    if harness:
         assert harness_lines(straight), "the harness proposed nothing in 4 steps"
+        with Memory.open(os.path.join(resumed, "memory"), embedder="all-MiniLM-L6-v2") as mem:
+            assert mem.history("ghost") == [] and mem.query("A wording only the lost step saw", min_cosine=0.99) == []
     states = []
     for workdir in (straight, resumed):
         run_trainer = Trainer(train_config_model(config), make_optimizer(config.optim)[0],
@@ -114,5 +129,5 @@ def test_resume_is_exact_through_launch_train(tmp_path, spec):
 
 
 def train_config_model(config):
-    from harnessrl_jax import loop
-    return loop.build_model(config)[0]
+    from harnessrl_jax import build
+    return build.build_model(config)[0]

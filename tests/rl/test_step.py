@@ -235,3 +235,38 @@ def test_fsdp_keeps_activations_sharded_so_temporaries_shrink_with_devices():
 
     loose = Unconstrained(config, optax.adamw(1e-3), make_mesh(1, 8, 1), loss)
     assert _step_temporaries(loose, rows, seq) > t8  # the constraint is what keeps them sharded
+
+
+def test_truncated_importance_sampling_through_the_sharded_step_equals_the_plain_objective(params, ref_params):
+    """The engine-vs-trainer correction (tis_cap) inside the sharded, micro-batched step: the same gradient as the
+    plain objective with it (whose per-token terms tests/rl/test_grpo.py re-derives in NumPy), and not the same as
+    without it."""
+    loss = LossSettings(**{**LOSS.__dict__, "tis_cap": 1.5})
+    batch = random_batch(seed=3)
+
+    @jax.jit
+    def plain(p):
+        logp = grpo.token_logprobs(forward(CONFIG, p, batch.tokens, batch.attention_mask), batch.targets,
+                                   loss.temperature)
+        ref = grpo.token_logprobs(forward(CONFIG, ref_params, batch.tokens, batch.attention_mask), batch.targets,
+                                  loss.temperature)
+        total, den, _ = grpo.policy_loss(
+            logp, jax.lax.stop_gradient(logp), ref, batch.advantages, batch.loss_mask, batch.weights,
+            clip_low=loss.clip_low, clip_high=loss.clip_high, kl_coef=loss.kl_coef, agg=loss.agg,
+            tis_cap=loss.tis_cap, engine_logp=batch.engine_logprobs)
+        return total / jnp.maximum(den, 1.0)
+
+    value, want = jax.value_and_grad(plain)(params)
+    grads, metrics = sgd_step(make_mesh(2, 2, 2), params, ref_params, batch, micro_batches=2, loss=loss)
+    np.testing.assert_allclose(metrics["loss"], value, rtol=1e-5)
+    assert_trees_close(grads, want, atol=1e-5)
+    assert metrics["tis_capped"] > 0  # the cap bound somewhere: the correction was not a no-op
+    off, _ = sgd_step(make_mesh(2, 2, 2), params, ref_params, batch, micro_batches=2)
+    assert not all(np.allclose(a, b, atol=1e-6) for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(off)))
+
+
+def test_rematerialised_layers_give_the_same_step(params, ref_params, unsharded):
+    grads, metrics = sgd_step(one_device(), params, ref_params, random_batch(),
+                              model_config=CONFIG.replace(remat=True))
+    assert_trees_close(grads, unsharded[0], atol=1e-6)
+    assert_metrics_close(metrics, unsharded[1], 1e-6)

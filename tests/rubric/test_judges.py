@@ -9,7 +9,6 @@ import math
 import socket
 import sqlite3
 import threading
-import time
 from typing import Any, Callable
 
 import httpx
@@ -501,11 +500,9 @@ def test_failures_are_recorded_counted_and_the_batch_goes_on(fake_server):
         crit(f"f/{i}", text, 1) for i, text in
         enumerate(["works", "HANG", "DROP", "GARBAGE BODY", "GARBAGE TEXT", "BAD REQUEST", "works too"])))
     server = fake_server(behave)
-    t0 = time.perf_counter()
     with fast_judge(server.url, timeout_s=0.3, max_retries=1, max_concurrency=8) as judge:
         m = judge.score(task, ["r1", "r2"])
         stats = judge.stats
-    elapsed = time.perf_counter() - t0
     assert m.status[:, 0].tolist() == [OK, TIMEOUT, ERROR, ERROR, UNPARSED, ERROR, OK]
     assert (m.status[:, 0] == m.status[:, 1]).all()
     assert m.verdicts[[0, 6]].tolist() == [[1, 1], [1, 1]] and np.isnan(m.verdicts[1:6]).all()
@@ -518,7 +515,6 @@ def test_failures_are_recorded_counted_and_the_batch_goes_on(fake_server):
     assert stats["timeout"] == 2 and stats["error"] == 6 and stats["retries"] == 6
     # Rewards use only the parsed cells: 2 of 2 valid positive criteria met.
     np.testing.assert_allclose(m.rewards(task.points), [100.0, 100.0])
-    assert elapsed < 5.0, elapsed
 
 
 def test_retries_with_backoff_recover_from_transient_errors(fake_server):
@@ -530,13 +526,14 @@ def test_retries_with_backoff_recover_from_transient_errors(fake_server):
         return Reply.chat('{"explanation": "ok", "criteria_met": false}')
 
     server = fake_server(behave)
+    slept = []
     with fast_judge(server.url, max_retries=3, backoff_s=0.01, max_backoff_s=1.0) as judge:
-        t0 = time.perf_counter()
+        real = judge._backoff
+        judge._backoff = lambda attempt, retry_after: slept.append(real(attempt, retry_after)) or 0.0
         m = judge.score(TASK, RESPONSES[:1], TASK.criteria[:1])
-        elapsed = time.perf_counter() - t0
         assert judge.stats["requests"] == 3 and judge.stats["retries"] == 2
     assert m.status.tolist() == [[OK]] and m.verdicts.tolist() == [[0.0]]
-    assert elapsed >= 0.2  # Retry-After was honoured
+    assert len(slept) == 2 and slept[0] <= 0.01 * 2 and slept[1] >= 0.2  # the 429's Retry-After was honoured
 
 
 def test_backoff_is_exponential_with_jitter_and_capped():
@@ -728,44 +725,33 @@ def llama_judge(server, **kw) -> OpenAIJudge:
     return OpenAIJudge(server.base_url, server.model, **opts)
 
 
-def test_llama_server_judge_structured_per_criterion_and_cache(llama_server, tmp_path, capsys):
+def test_llama_server_judge_structured_per_criterion_and_cache(llama_server, tmp_path):
     path = str(tmp_path / "cache.sqlite")
     with llama_judge(llama_server, cache=path) as judge:
-        t0 = time.perf_counter()
         m = judge.score(REAL_TASK, REAL_RESPONSES)
-        cold = time.perf_counter() - t0
     # The schema became a grammar, so every answer is a JSON object with a boolean: all parse.
     assert (m.status == OK).all(), m.records()
     assert np.isin(m.verdicts, (0.0, 1.0)).all() and all(isinstance(e, str) for e in m.explanations.ravel())
     assert len(JudgeCache(path)) == 6
     with llama_judge(llama_server, cache=path) as judge:
-        t0 = time.perf_counter()
         again = judge.score(REAL_TASK, REAL_RESPONSES)
-        warm = time.perf_counter() - t0
         assert judge.stats["requests"] == 0
     assert again.cache_hit.all()
     np.testing.assert_array_equal(m.verdicts, again.verdicts)
-    with capsys.disabled():
-        print(f"\n[llama.cpp judge] per_criterion: {m.verdicts.size} verdicts in {cold:.2f}s "
-              f"({m.verdicts.size / cold:.2f}/s); from cache {warm * 1e3:.1f} ms")
 
 
-def test_llama_server_judge_structured_per_rubric(llama_server, capsys):
+def test_llama_server_judge_structured_per_rubric(llama_server):
     with llama_judge(llama_server, mode="per_rubric", max_tokens=160, explanation_max_chars=40) as judge:
-        t0 = time.perf_counter()
         m = judge.score(REAL_TASK, REAL_RESPONSES)
-        dt = time.perf_counter() - t0
         assert judge.stats["requests"] == 2
     assert (m.status == OK).all(), m.records()
-    with capsys.disabled():
-        print(f"\n[llama.cpp judge] per_rubric: {m.verdicts.size} verdicts in {dt:.2f}s "
-              f"({m.verdicts.size / dt:.2f}/s)")
 
 
 def test_llama_server_judge_free_text_is_parsed_or_recorded_unparsed(llama_server):
     with llama_judge(llama_server, structured_output="none", max_tokens=48) as judge:
-        m = judge.score(REAL_TASK, REAL_RESPONSES[:1])
+        m = judge.score(REAL_TASK, REAL_RESPONSES)
     assert set(m.status.ravel()) <= {OK, UNPARSED}
+    assert (m.status == OK).any(), m.records()  # free text is read, not only recorded as unreadable
     assert np.array_equal(np.isnan(m.verdicts), m.status == UNPARSED)
     for k, j in zip(*np.nonzero(m.status == UNPARSED)):
         assert m.explanations[k, j]  # the raw answer is kept for inspection
@@ -789,7 +775,7 @@ def test_llama_server_judge_retries_through_a_flaky_proxy(llama_server, fake_ser
     assert m.status.tolist() == [[OK]]
 
 
-def test_llama_server_judge_routed_with_rules_and_throughput(llama_server, capsys):
+def test_llama_server_judge_routed_with_rules(llama_server):
     task = Task("mix", "writing", ({"role": "user", "content": "Write one sentence about the sea."},), (
         rule_crit("mix/0", "keywords:existence", {"keywords": ["sea"]}, 2),
         crit("mix/1", "The sentence is poetic.", 1, "verifier:llm"),
@@ -801,22 +787,3 @@ def test_llama_server_judge_routed_with_rules_and_throughput(llama_server, capsy
     assert m.judges == ("rule", "openai-chat:smollm2", "rule")
     assert m.verdicts[0].tolist() == [1, 0] and m.verdicts[2].tolist() == [1, 1]
     assert m.status[1].tolist() == [OK, OK]
-    # Rule throughput, for the record: a realistic mix of checkers on 8 responses.
-    rtask = Task("rt", "if", ({"role": "user", "content": "Write about tea."},), tuple(
-        rule_crit(f"rt/{i}", rid, kw) for i, (rid, kw) in enumerate([
-            ("keywords:existence", {"keywords": ["tea"]}),
-            ("length_constraints:number_words", {"num_words": 50, "relation": "at least"}),
-            ("length_constraints:number_sentences", {"num_sentences": 3, "relation": "less than"}),
-            ("detectable_format:number_bullet_lists", {"num_bullets": 3}),
-            ("punctuation:no_comma", {}),
-            ("change_case:english_lowercase", {}),
-        ])))
-    text = "* green tea is calm. it helps focus.\n* black tea is strong\n* oolong sits between them. " * 4
-    judge = RuleJudge()
-    judge.score(rtask, [text])  # warm-up: nltk's punkt loads once
-    t0 = time.perf_counter()
-    n = 0
-    while time.perf_counter() - t0 < 1.0:
-        n += judge.score(rtask, [text] * 8).verdicts.size
-    with capsys.disabled():
-        print(f"\n[rule judge] {n / (time.perf_counter() - t0):.0f} verdicts/s")
