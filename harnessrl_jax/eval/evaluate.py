@@ -116,11 +116,12 @@ def heldout_error(config, split: str):
                      f"--heldout=FILE.jsonl), or ask for --split=train to evaluate on the training tasks")
 
 
-def save_eval(path: str, result: EvalResult, *, step: int, split: str, model: str, seed: int) -> dict[str, Any]:
-    """Writes eval.json (launch/eval.py's schema) atomically; returns its content."""
+def save_eval(path: str, result: EvalResult, *, step: int, split: str, model: str, seed: int,
+              extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Writes eval.json (launch/eval.py's schema, plus `extra` blocks such as "ood") atomically; returns its content."""
     import json
 
-    summary = {"step": step, "split": split, "config": model, "seed": seed, **result.summary()}
+    summary = {"step": step, "split": split, "config": model, "seed": seed, **result.summary(), **(extra or {})}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
