@@ -90,7 +90,14 @@ def test_rouge_l_is_the_best_reference_lcs_f_measure_without_stemming(pred, refs
     assert rouge_l("The cat sat on the mat", "the cat sat") == pytest.approx(2 / 3)
 
 
-def test_loaders_read_each_fixture_in_its_published_format():
+@pytest.fixture
+def fake_tagger(monkeypatch):
+    """NLTK's pos_tag stubbed (its tagger model ships in no package): 'Write' is a verb, the rest nouns."""
+    import nltk
+    monkeypatch.setattr(nltk, "pos_tag", lambda tokens: [(t, "VB" if t == "Write" else "NN") for t in tokens])
+
+
+def test_loaders_read_each_fixture_in_its_published_format(fake_tagger):
     m = medqa.load(PATHS["medqa"])
     assert len(m) == 6 and [i.target for i in m] == ["A", "C", "B", "C", "C", "B"]
     assert "A. Penicillin V\nB. Ciprofloxacin" in m[0].messages[0]["content"]
@@ -114,11 +121,9 @@ def test_loaders_read_each_fixture_in_its_published_format():
     assert len(ids) == 58 and not any(rules.get_rule(i).ifeval for i in ids)  # all of IFBench's, none of IFEval's
 
 
-def test_ifbench_file_with_float_integers_scores_end_to_end(monkeypatch):
+def test_ifbench_file_with_float_integers_scores_end_to_end(fake_tagger):
     """The fixture stores integers as floats under the union of kwarg names, as IFBench's release does; every
     record of all 58 instruction ids loads and scores, and the checkers get ints."""
-    import nltk
-    monkeypatch.setattr(nltk, "pos_tag", lambda tokens: [(t, "VB" if t == "Write" else "NN") for t in tokens])
     items = ifbench.load(PATHS["ifbench"])
     for it in items:
         for kw in it.target[1]:
@@ -186,7 +191,7 @@ def test_writingbench_item_is_the_mean_of_its_criteria_times_ten():
     assert writingbench.parse_score('{"score": 11}') is None and writingbench.parse_score("Score: 4") == 4
 
 
-def test_bad_files_are_refused_with_file_line_and_field(tmp_path):
+def test_bad_files_are_refused_with_file_line_and_field(tmp_path, fake_tagger):
     bad = tmp_path / "medqa.jsonl"
     rows = [json.loads(line) for line in open(PATHS["medqa"])]
     rows[1]["options"]["E"] = "Another"
@@ -210,3 +215,17 @@ def test_bad_files_are_refused_with_file_line_and_field(tmp_path):
         gpqa.load(str(tmp_path / "missing.csv"))
     with pytest.raises(ValueError, match="NAME=PATH"):
         ood.parse_specs("mmlu=x")
+
+
+def test_an_instruction_this_machine_cannot_check_fails_at_load_naming_the_line(monkeypatch, tmp_path):
+    import nltk
+
+    def missing(tokens):
+        raise LookupError("Resource averaged_perceptron_tagger_eng not found.")
+
+    monkeypatch.setattr(nltk, "pos_tag", missing)
+    monkeypatch.setattr(ifbench, "_RUNNABLE", set())
+    line = next(n for n, row in enumerate(open(PATHS["ifbench"]), 1) if "words:start_verb" in row)
+    with pytest.raises(LookupError, match=rf"IFBench_test.jsonl:{line}: instruction 'words:start_verb' cannot be "
+                                          r"checked here: .*averaged perceptron tagger"):
+        ifbench.load(PATHS["ifbench"])

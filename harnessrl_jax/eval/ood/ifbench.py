@@ -43,9 +43,35 @@ def load(path: str) -> list[Item]:
             except ValueError as e:
                 raise FormatError(f"{path}:{n}: field 'instruction_id_list[{i}]': {e}") from None
         key = row.get("key", n)
+        for rule_id in ids:
+            _can_run(rule_id, path, n)
         items.append(Item(f"{NAME}/{key}", ({"role": "user", "content": prompt},), (tuple(ids), tuple(clean)),
                           {"key": key, "prompt": prompt}))
     return items
+
+
+_RUNNABLE: set[str] = set()  # checkers probed and found runnable in this process
+
+
+def _can_run(rule_id: str, path: str, line: int) -> None:
+    """A checker that needs data this machine lacks (words:start_verb: NLTK's tagger model) fails at load, before
+    any generation, naming the file and line that needs it."""
+    if rule_id in _RUNNABLE:
+        return
+    try:
+        rules.get_rule(rule_id).fn("Write a short test response.", **{k: v for k, v in _PROBE.items()
+                                                                      if k in rules.get_rule(rule_id).params})
+    except LookupError as e:
+        raise LookupError(f"{path}:{line}: instruction {rule_id!r} cannot be checked here: {e}") from None
+    except Exception:  # noqa: BLE001 - the probe's kwargs are not the item's; only missing data matters here
+        pass
+    _RUNNABLE.add(rule_id)
+
+
+_PROBE = {"N": 1, "small_n": 1, "min_words": 1, "max_words": 9, "percentage": 1, "keyword": "test", "word": "test",
+          "keyword1": "a", "keyword2": "b", "keyword3": "c", "keyword4": "d", "keyword5": "e", "n": 1, "m": 1,
+          "options": "yes/no", "sep": "-", "reference_text": "a test", "prompt_to_repeat": "a test", "n_start": 0,
+          "n_end": 1}
 
 
 def verdicts(response: str, item: Item, *, loose: bool) -> list[bool]:
