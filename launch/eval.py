@@ -113,8 +113,8 @@ def main(argv):
         print("criteria: " + ", ".join(f"{k} {v:.1%}" for k, v in s["taxonomy"].items() if v is not None))
     for name, r in (s.get("ood") or {}).items():
         if name != "aggregate":
-            subs = ", ".join(f"{k} {v:.1f}" for k, v in r.items() if k not in ("score", "items", "num_samples", "seconds")
-                             and isinstance(v, float))
+            subs = ", ".join(f"{k} {100 * v:.1f}%" if k.endswith("_share") else f"{k} {v:.1f}" for k, v in r.items()
+                             if k not in ("score", "items", "num_samples", "seconds") and isinstance(v, float))
             score = "n/a" if r["score"] is None else f"{r['score']:.1f}"
             print(f"ood {name:<14}{score:>8}  ({r['items']} items x {r['num_samples']}{'; ' + subs if subs else ''})")
     if s.get("ood"):

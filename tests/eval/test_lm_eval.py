@@ -45,14 +45,15 @@ def task_dir(tmp_path_factory):
 def hf_dir(tmp_path_factory, smollm2_path):
     """A 2-layer random Llama (transformers) with SmolLM2's tokenizer, saved as an HF directory."""
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    directory, name = os.path.split(smollm2_path)
-    tok = AutoTokenizer.from_pretrained(directory, gguf_file=name)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    from harnessrl_jax.models.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_gguf(smollm2_path)  # written as tokenizer.json, which both sides load
+    cfg = LlamaConfig(vocab_size=tok.vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                      tie_word_embeddings=True, initializer_range=0.5, bos_token_id=tok.bos_token_id,
-                      eos_token_id=tok.eos_token_id)
+                      tie_word_embeddings=True, initializer_range=0.5, bos_token_id=tok.bos_id,
+                      eos_token_id=tok.eos_id)
     torch.manual_seed(0)
     out = tmp_path_factory.mktemp("tiny_llama")
     LlamaForCausalLM(cfg).save_pretrained(out)
