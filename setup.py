@@ -36,7 +36,15 @@ setup(
         # Judges: OpenAI-compatible servers over HTTP, and Anthropic.
         "httpx>=0.27",
         "anthropic>=0.40",
+        # Evaluation: lm-evaluation-harness (the model adapter eval.lm_eval; its CLI is wrapped for 0.4.13, which
+        # discovers no plugins) and RoleBench's ROUGE-L (Google's rouge_score; its tokenisation decides the score).
+        "lm-eval==0.4.13",
+        "rouge-score==0.1.2",
+        # Rubric-Mix-10k's RaR and RubricHub sources are parquet files.
+        "pyarrow>=14",
     ],
+    # lm-eval versions that read plugin entry points find the adapter here.
+    entry_points={"lm_eval.models": ["harnessrl_jax = harnessrl_jax.eval.lm_eval:HarnessrlJaxLM"]},
     extras_require={
         # Tests and the reference libraries they check against. torch is pinned to the CPU build.
         "dev": [

@@ -6,7 +6,8 @@ bootstrap 95% intervals of the difference, steps to the best checkpoint. Not par
 
 Config overrides go as --base_config.KEY=VALUE (the same for every run; method and seed are set per run).
 For each seed, trains `grpo` and `harnessrl` into OUT/<method>-s<seed> (resuming what is there), then evaluates
-the seed policy (step 0) and every kept checkpoint on the held-out split (`config.tasks.split` -> --eval_split)
+the seed policy (step 0) and every kept checkpoint on the held-out tasks (--heldout=FILE.jsonl, or split
+--eval_split of a bundled set; a task file or toy source without --heldout is an error unless --eval_split=train)
 with bare prompts (no guidance, as evaluation sees the policy) by harnessrl_jax.eval: J samples per task, one
 sampling seed (--eval_seed) for every evaluation, scored under the seed rubrics by the config's judge (LLM
 criteria not judged without config.judge.base_url) and under the rule oracle rubrics. Reported per method: the final checkpoint's scores (unbiased) and the best checkpoint's (highest
@@ -38,7 +39,9 @@ config_flags.DEFINE_config_file("base_config", os.path.join(REPO, "experiments",
 flags.DEFINE_string("out", "runs/compare", "Directory of the runs and compare.json.")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (>= 3 for the paper's protocol).")
 flags.DEFINE_list("methods", ["grpo", "harnessrl"], "Methods; the last is compared against the first.")
-flags.DEFINE_string("eval_split", "heldout", "Split of config.tasks.name to evaluate on ('' = the training tasks).")
+flags.DEFINE_string("eval_split", "heldout", "Split of a bundled set to evaluate on ('train' = the training tasks, "
+                    "the only split of a source without a held-out file).")
+flags.DEFINE_string("heldout", "", "The held-out task JSONL file (required for a task-file source).")
 flags.DEFINE_integer("eval_seed", 10_000, "Sampling seed of every evaluation (the same for every checkpoint).")
 flags.DEFINE_integer("bootstrap", 2000, "Bootstrap resamples.")
 FLAGS = flags.FLAGS
@@ -53,7 +56,7 @@ def evaluate_run(config, workdir) -> dict[int, dict[str, np.ndarray]]:
     from harnessrl_jax.rl.checkpoint import Checkpointer
 
     run = build.setup(config)  # the engine starts with the seed policy's weights
-    tasks = eval_tasks(run, FLAGS.eval_split)
+    tasks = eval_tasks(run, FLAGS.eval_split, FLAGS.heldout)
     with Checkpointer(os.path.join(workdir, "checkpoints")) as ckpt:
         steps = [0] + ckpt.all_steps()
     out = {}
@@ -62,7 +65,8 @@ def evaluate_run(config, workdir) -> dict[int, dict[str, np.ndarray]]:
         r = evaluate(run, tasks, num_samples=config.num_generations, seed=FLAGS.eval_seed)
         out[step] = {"seed_rubric": r.seed_rubric, "oracle": r.oracle}
         if step == steps[-1]:
-            save_eval(os.path.join(workdir, "eval.json"), r, step=step, split=split_label(config, FLAGS.eval_split),
+            save_eval(os.path.join(workdir, "eval.json"), r, step=step,
+                      split=split_label(config, FLAGS.eval_split, FLAGS.heldout),
                       model=config.model_name, seed=FLAGS.eval_seed)
         logging.info("  step %d: held-out %.1f, oracle %.1f (%d tasks x %d, %.0f s)", step,
                      np.nanmean(r.seed_rubric), np.nanmean(r.oracle), len(tasks), r.num_samples, r.seconds)

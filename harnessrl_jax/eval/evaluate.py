@@ -94,20 +94,34 @@ def taxonomy_counts(tasks: Sequence[Task], scores: Sequence[np.ndarray]) -> dict
     return counts
 
 
+TRAIN_SPLITS = ("train", "")  # the names that ask for the training tasks themselves
+
+
 def split_label(config, split: str = "heldout", path: str = "") -> str:
-    """What eval_tasks(run, split, path) evaluates on, for the record: the file, '<set>/<split>' or the source."""
+    """What eval_tasks(run, split, path) evaluates on, for the record: the held-out file, '<set>/<split>' of a
+    bundled set, or '<source>/train' when the training tasks themselves are evaluated."""
     if path:
         return path
     if config.tasks.source == "bundled":
         return f"{config.tasks.name}/{split or config.tasks.split}"
-    return config.tasks.source
+    if split in TRAIN_SPLITS:
+        return f"{config.tasks.path or config.tasks.source}/train"
+    return heldout_error(config, split)
 
 
-def save_eval(path: str, result: EvalResult, *, step: int, split: str, model: str, seed: int) -> dict[str, Any]:
-    """Writes eval.json (launch/eval.py's schema) atomically; returns its content."""
+def heldout_error(config, split: str):
+    """Raises: a split asked of a task source that has no held-out file is an error, never the training set."""
+    raise ValueError(f"config.tasks.source={config.tasks.source!r} has no {split!r} split of its own: pass the "
+                     f"held-out task file explicitly (launch/eval.py --heldout=FILE.jsonl, launch/compare.py "
+                     f"--heldout=FILE.jsonl), or ask for --split=train to evaluate on the training tasks")
+
+
+def save_eval(path: str, result: EvalResult, *, step: int, split: str, model: str, seed: int,
+              extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Writes eval.json (launch/eval.py's schema, plus `extra` blocks such as "ood") atomically; returns its content."""
     import json
 
-    summary = {"step": step, "split": split, "config": model, "seed": seed, **result.summary()}
+    summary = {"step": step, "split": split, "config": model, "seed": seed, **result.summary(), **(extra or {})}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -118,17 +132,21 @@ def save_eval(path: str, result: EvalResult, *, step: int, split: str, model: st
 
 
 def eval_tasks(run, split: str = "heldout", path: str = "") -> list[Task]:
-    """The tasks to evaluate for `run`: a JSONL file (`path`), another split of a bundled set (`split`; '' keeps
-    the config's), or the config's own; tasks whose bare prompt exceeds max_prompt_len are left out, as in
-    training."""
+    """The tasks to evaluate for `run`: the held-out JSONL file `path`; else split `split` of a bundled set; else,
+    for split 'train' (or ''), the config's own training tasks. Any other split of a source without one (a task
+    file, the toy tasks) is a ValueError: a held-out score is never computed on the training set by default. Tasks
+    whose bare prompt exceeds max_prompt_len are left out, as in training."""
     from harnessrl_jax import build
 
     config = run.config.copy_and_resolve_references()
     with config.unlocked():
         if path:
             config.tasks.source, config.tasks.path = "jsonl", path
-        elif split and config.tasks.source == "bundled":
-            config.tasks.split = split
+        elif config.tasks.source == "bundled":
+            if split:
+                config.tasks.split = split
+        elif split not in TRAIN_SPLITS:
+            heldout_error(config, split)
     return build.within_prompt_budget(build.build_tasks(config), run.tokenizer, config.max_prompt_len)
 
 

@@ -368,6 +368,14 @@ class RecordStore:
             "LIMIT ?", (task_id, _before(before_step), -1 if limit is None else limit))
         return [_decode(*row) for row in rows]
 
+    def draws(self, steps: Iterable[int] | None = None) -> Iterable[DrawRecord]:
+        """Every recorded draw (of `steps` only, when given) in step order."""
+        wanted = None if steps is None else set(int(s) for s in steps)
+        ids = [i for i, s in self.db.execute("SELECT id, step FROM draws ORDER BY step, id")
+               if wanted is None or s in wanted]
+        for draw_id in ids:
+            yield self.record(draw_id)
+
     def record(self, draw_id: int) -> DrawRecord:
         """One draw by id (the ids `evidence_ids` and donor examples refer to)."""
         row = self.db.execute("SELECT id, step, task_id, payload FROM draws WHERE id=?", (draw_id,)).fetchone()

@@ -22,7 +22,7 @@ def test_compare_table_notebook_and_eval_files(tmp_path, monkeypatch):
     out = tmp_path / "compare"
     cmd = [sys.executable, os.path.join(REPO, "launch", "compare.py"), "--base_config=experiments/tiny_cpu.py:method=harnessrl,tasks=harness",
            "--base_config.total_steps=4", "--base_config.checkpoint.every=2", "--base_config.report=False",
-           "--seeds=0,1", f"--out={out}", "--bootstrap=500"]
+           "--seeds=0,1", f"--out={out}", "--bootstrap=500", "--eval_split=train"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     compare = json.loads((out / "compare.json").read_text())

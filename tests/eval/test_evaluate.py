@@ -104,16 +104,19 @@ def test_eval_script_scores_the_trained_policy_above_the_seed_policy(tmp_path):
     for step in ("0", ""):
         out = str(tmp_path / f"eval{step}.json")
         ev = run_script("eval.py", "--config=experiments/tiny_cpu.py", f"--workdir={workdir}", f"--out={out}",
-                        *([f"--step={step}"] if step else []))
+                        "--split=train", *([f"--step={step}"] if step else []))
         assert ev.returncode == 0, ev.stderr[-3000:]
         scores[step or "latest"] = json.load(open(out))
     latest, seed = scores["latest"], scores["0"]
-    assert latest["step"] == 30 and seed["step"] == 0 and latest["split"] == "toy"
+    assert latest["step"] == 30 and seed["step"] == 0 and latest["split"] == "toy/train"
     assert seed["seed_rubric"]["mean"] < 30 < 70 < latest["seed_rubric"]["mean"]
     lo, hi = latest["seed_rubric"]["ci95"]
     assert lo <= latest["seed_rubric"]["mean"] <= hi
     for key in ("tasks", "num_samples", "oracle", "per_domain", "taxonomy", "taxonomy_counts", "per_task",
                 "response_tokens_mean", "seconds"):
         assert key in latest, key
-    bad = run_script("eval.py", "--config=experiments/tiny_cpu.py", f"--workdir={workdir}", "--step=7")
+    bad = run_script("eval.py", "--config=experiments/tiny_cpu.py", f"--workdir={workdir}", "--step=7", "--split=train")
     assert bad.returncode != 0 and "has no checkpoint at step 7; it has [15, 30]" in bad.stderr
+    # the toy source has no held-out split: asking for one is an error, not the training tasks in disguise
+    held = run_script("eval.py", "--config=experiments/tiny_cpu.py", f"--workdir={workdir}", "--step=0")
+    assert held.returncode != 0 and "has no 'heldout' split of its own" in held.stderr

@@ -281,7 +281,7 @@ def test_unknown_rule_id_names_it_and_suggests_close_matches():
     ("length_constraints:number_words", {"num_words": 3, "relation": AL, "extra": 1}, "extra"),  # unknown
     ("length_constraints:number_words", {"num_word": 3, "relation": AL}, "num_word"),  # misspelt
     ("length_constraints:number_words", {"num_words": "3", "relation": AL}, "num_words"),  # string, not int
-    ("length_constraints:number_words", {"num_words": 3.0, "relation": AL}, "num_words"),
+    ("length_constraints:number_words", {"num_words": 3.5, "relation": AL}, "num_words"),  # 3.0 is 3 (IFBench)
     ("length_constraints:number_words", {"num_words": True, "relation": AL}, "num_words"),
     ("length_constraints:number_words", {"num_words": -1, "relation": AL}, "num_words"),
     ("length_constraints:number_words", {"num_words": 3, "relation": "at most"}, "relation"),  # not an IFEval relation

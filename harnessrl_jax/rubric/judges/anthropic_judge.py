@@ -45,7 +45,7 @@ class AnthropicJudge(LLMJudge):
     def _identity(self) -> dict[str, Any]:
         return {**super()._identity(), "structured_output": self.structured_output}
 
-    def _send(self, messages: Sequence[dict[str, str]], schema: dict) -> tuple[str, str]:
+    def _send(self, messages: Sequence[dict[str, str]], schema: dict) -> tuple[str, str, dict]:
         a = self._anthropic
         kwargs: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": list(messages)}
         extra: dict[str, Any] = {}
@@ -77,13 +77,15 @@ class AnthropicJudge(LLMJudge):
             raise CallFailed(ERROR, f"malformed response: {str(e)[:300]}", True) from None
         # Same word as OpenAI's finish_reason, so a cut-off answer is flagged alike.
         finish = "length" if msg.stop_reason == "max_tokens" else (msg.stop_reason or "")
+        usage = {"input_tokens": getattr(msg.usage, "input_tokens", None),
+                 "output_tokens": getattr(msg.usage, "output_tokens", None)}
         texts = []
         for block in msg.content or []:
             if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == _TOOL:
-                return json.dumps(block.input, ensure_ascii=False), finish
+                return json.dumps(block.input, ensure_ascii=False), finish, usage
             if getattr(block, "type", None) == "text":
                 texts.append(block.text)
-        return "".join(texts), finish
+        return "".join(texts), finish, usage
 
     def close(self) -> None:
         self._client.close()

@@ -59,6 +59,8 @@ class Completion:
     latency_s: float
     cache_hit: bool
     attempts: int
+    # tokens the call spent, as the API reports them: {"input_tokens", "output_tokens"} ({} when cached or unknown)
+    usage: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +133,8 @@ class LLMJudge(Judge):
         self.rubric_template = templates.load_template(rubric_template)
         self._rng = random.Random()
         self._lock = threading.Lock()
-        self._stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, OK: 0, ERROR: 0, TIMEOUT: 0}
+        self._stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, OK: 0, ERROR: 0, TIMEOUT: 0,
+                       "input_tokens": 0, "output_tokens": 0}
 
     def __repr__(self):  # deliberately short: subclasses hold clients and keys that must never be printed
         return f"{type(self).__name__}(name={self.name!r}, model={self.model!r}, mode={self.mode!r})"
@@ -139,8 +142,9 @@ class LLMJudge(Judge):
     # -- what a subclass provides ------------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def _send(self, messages: Sequence[dict[str, str]], schema: dict) -> tuple[str, str]:
-        """One attempt: (completion text, finish reason); raises CallFailed."""
+    def _send(self, messages: Sequence[dict[str, str]], schema: dict) -> tuple[str, str] | tuple[str, str, dict]:
+        """One attempt: (completion text, finish reason[, usage {"input_tokens", "output_tokens"}]); raises
+        CallFailed."""
 
     def _identity(self) -> dict[str, Any]:
         """What besides the messages and schema determines the answer (never credentials)."""
@@ -151,7 +155,8 @@ class LLMJudge(Judge):
 
     @property
     def stats(self) -> dict[str, int]:
-        """Counters since construction: logical calls, HTTP attempts, retries, cache hits, outcomes."""
+        """Counters since construction: logical calls, HTTP attempts, retries, cache hits, outcomes, and the input
+        and output tokens of the successful attempts (as the API reports them)."""
         with self._lock:
             return dict(self._stats)
 
@@ -188,7 +193,7 @@ class LLMJudge(Judge):
                 time.sleep(self._backoff(attempt - 1, failure.retry_after))
             self._count(requests=1)
             try:
-                text, finish = self._send(messages, schema)
+                text, finish, *rest = self._send(messages, schema)
             except CallFailed as e:
                 failure = e
                 log.debug("%s: attempt %d failed: %s", self.name, attempt + 1, e.detail)
@@ -199,10 +204,12 @@ class LLMJudge(Judge):
                 log.exception("%s: unexpected error in a judge call", self.name)
                 failure = CallFailed(ERROR, f"unexpected {type(e).__name__}: {e}", False)
                 break
+            usage = {k: int(v) for k, v in (rest[0] if rest and rest[0] else {}).items()
+                     if k in ("input_tokens", "output_tokens") and v is not None}
             if self.cache is not None:
                 self.cache.put(key, text, self.model, finish or "")
-            self._count(ok=1)
-            return Completion(text, OK, finish or "", time.perf_counter() - t0, False, attempt + 1)
+            self._count(ok=1, **usage)
+            return Completion(text, OK, finish or "", time.perf_counter() - t0, False, attempt + 1, usage)
         self._count(**{failure.status: 1})
         return Completion(None, failure.status, failure.detail, time.perf_counter() - t0, False, attempt + 1)
 

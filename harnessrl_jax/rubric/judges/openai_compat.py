@@ -89,7 +89,7 @@ class OpenAIJudge(LLMJudge):
         body.update(self.extra_body)
         return body
 
-    def _send(self, messages: Sequence[dict[str, str]], schema: dict) -> tuple[str, str]:
+    def _send(self, messages: Sequence[dict[str, str]], schema: dict) -> tuple[str, str, dict]:
         try:
             r = self._client.post(f"{self.base_url}/chat/completions", json=self.request_body(messages, schema))
         except httpx.TimeoutException as e:
@@ -100,14 +100,17 @@ class OpenAIJudge(LLMJudge):
             raise CallFailed(ERROR, f"HTTP {r.status_code}: {_short(r.text)}", r.status_code in RETRY_STATUS,
                              _retry_after(r))
         try:
-            choice = r.json()["choices"][0]
+            body = r.json()
+            choice = body["choices"][0]
             content = choice["message"].get("content")
             finish = choice.get("finish_reason") or ""
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             # A proxy's error page or a half-written body; often transient, so worth another try.
             raise CallFailed(ERROR, f"malformed response body: {_short(r.text)!r}", True) from None
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         # content is null when a reasoning model spent its whole budget thinking: an answer with no verdict.
-        return content or "", finish
+        return content or "", finish, {"input_tokens": usage.get("prompt_tokens"),
+                                       "output_tokens": usage.get("completion_tokens")}
 
     def close(self) -> None:
         self._client.close()

@@ -3,7 +3,7 @@
 A checker is a function `fn(response, *, kwarg: type, ...) -> bool` registered under a `group:name` id. Its
 signature is its kwargs schema: annotations give the types (int, str, bool, list[str], Literal[...] choices,
 Annotated[type, validator], `X | None` for optional ones) and defaults mark kwargs optional. Every int kwarg is a
-count or threshold and must be >= 0.
+count or threshold and must be >= 0; an integral float (5.0) is accepted for it and passed on as the int.
 """
 
 from __future__ import annotations
@@ -160,6 +160,9 @@ def _coerce(ann, value):
             raise ValueError("must not be empty")
         return list(value)
     if ann is int:
+        # IFBench's released files store every integer as a float (`"N": 5.0`): an integral float is that integer.
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"must be an integer, got {value!r}")
         if value < 0:

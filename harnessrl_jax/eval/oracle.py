@@ -1,0 +1,380 @@
+"""The oracle judge of HarnessRL's analysis (methods.md 4.4, 4.5): pairwise, rubric-blind, both orders.
+
+    client = make_client("anthropic", "claude-sonnet-5")        # or make_client("openai", model, base_url=...)
+    oracle = PairwiseOracle(client, store="RUN/oracle/oracle.sqlite")
+    o = oracle.group_matrix(task, responses)                    # [J, J] o_ij in {-1, 0, +1}, NaN: no verdict
+    scores = oracle.win_rates(task, responses, anchors)         # [J] win rate x 100 against anchor responses
+    summary = oracle_run("RUN", oracle)                         # every recorded group of a run -> RUN/oracle/
+
+The judge sees the task's conversation, one quality guideline per domain (prompts/oracle_<domain>.txt; never the
+rubric) and two responses, and names the better one or a tie (prompts/oracle_pairwise.txt). Every unordered pair
+(i, j) of a group of J rollouts is judged in both orders, 2 C(J, 2) calls: o_ij = +1 when i wins in both orders, -1
+when j wins in both, 0 otherwise (a tie, or an order-inconsistent pair: position bias cancels, AMB-4.7); NaN when a
+call failed after its retries. Agreement and the pair classes come from `eval.agreement` with the rewards the
+rollouts were trained on. A response's oracle score (AMB-4.8) is its win rate x 100 against a fixed anchor set
+(the seed policy's J responses to the same task), both orders, a tie worth half.
+
+Calls go through the judges' clients (rubric.judges: AnthropicJudge by default, or OpenAIJudge for any
+OpenAI-compatible server), which retry 408/429/5xx/529, dropped connections and timeouts with backoff. Every
+answered call is stored in a SQLite file with its tokens, keyed by everything that determines the answer, so a
+second run (or a resumed one) makes no call twice; `report()` gives the calls made, cache hits, failures and
+tokens, this session's and the store's total.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import math
+import os
+import re
+import sqlite3
+import threading
+import time
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from harnessrl_jax.eval import agreement
+from harnessrl_jax.rubric.judges import templates
+from harnessrl_jax.rubric.schema import Task
+
+PROMPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prompts")
+WINNERS = ("A", "B", "tie")
+SCHEMA = {"type": "object", "properties": {"reasoning": {"type": "string"}, "winner": {"type": "string",
+                                                                                      "enum": list(WINNERS)}},
+          "required": ["reasoning", "winner"], "additionalProperties": False}
+END_WINDOW = 25  # "at the end of training" = the last 25 steps' groups (AMB-4.11)
+
+
+def make_client(kind: str = "anthropic", model: str = "claude-sonnet-5", *, base_url: str | None = None,
+                **settings):
+    """The oracle's API client: an AnthropicJudge (Messages API; key from ANTHROPIC_API_KEY unless `api_key_env`)
+    or, for kind 'openai', an OpenAIJudge on `base_url`; its own cache is off (the oracle store replaces it)."""
+    settings = {"max_tokens": 400, "timeout_s": 120.0, "max_retries": 6, "temperature": None, **settings,
+                "cache": None, "name": f"oracle:{model}"}
+    if kind == "anthropic":
+        from harnessrl_jax.rubric.judges import AnthropicJudge
+
+        return AnthropicJudge(model, base_url=base_url, **settings)
+    if kind == "openai":
+        if not base_url:
+            raise ValueError("an OpenAI-compatible oracle needs base_url (e.g. http://127.0.0.1:30000/v1)")
+        from harnessrl_jax.rubric.judges import OpenAIJudge
+
+        settings.setdefault("structured_output", "json_schema")
+        return OpenAIJudge(base_url, model, **settings)
+    raise ValueError(f"oracle kind must be 'anthropic' or 'openai', got {kind!r}")
+
+
+def parse_winner(text: str | None) -> str | None:
+    """'A', 'B' or 'tie' from an oracle answer (a JSON object's "winner", else a `winner: X` line), or None."""
+    from harnessrl_jax.rubric.judges.parse import json_objects, strip_thinking
+
+    if not text:
+        return None
+    text = strip_thinking(text)
+    for obj in json_objects(text):
+        if isinstance(obj, dict) and "winner" in obj:
+            return _winner_word(obj["winner"])
+    m = re.search(r"(?i)\bwinner\b[\"'*\s]*[:=][\s\"'*]*(response\s+)?([AB]|tie)\b", text)
+    return _winner_word(m.group(2)) if m else None
+
+
+def _winner_word(v: Any) -> str | None:
+    if not isinstance(v, str):
+        return None
+    w = v.strip().strip(".\"'*").lower().removeprefix("response ").strip()
+    return {"a": "A", "b": "B", "tie": "tie", "draw": "tie", "equal": "tie"}.get(w)
+
+
+class OracleStore:
+    """Answered oracle calls in SQLite: key, model, raw text, parsed winner, tokens. Safe across threads."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        if self.path != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=60.0)
+        if self.path != ":memory:":
+            self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, model TEXT, text TEXT NOT NULL, "
+                         "winner TEXT, input_tokens INTEGER, output_tokens INTEGER, created REAL)")
+
+    def get(self, key: str) -> tuple[str, str | None] | None:
+        with self._lock:
+            row = self._db.execute("SELECT text, winner FROM calls WHERE key = ?", (key,)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def put(self, key: str, model: str, text: str, winner: str | None, usage: Mapping[str, int]) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (key, model, text, winner, usage.get("input_tokens"), usage.get("output_tokens"),
+                              time.time()))
+
+    def totals(self) -> dict[str, int]:
+        """Calls stored and the tokens they cost."""
+        with self._lock:
+            n, i, o = self._db.execute("SELECT COUNT(*), COALESCE(SUM(input_tokens), 0), "
+                                       "COALESCE(SUM(output_tokens), 0) FROM calls").fetchone()
+        return {"calls": int(n), "input_tokens": int(i), "output_tokens": int(o)}
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def guideline(domain: str) -> str:
+    """The quality guideline of a domain (prompts/oracle_<domain>.txt; oracle_default.txt for others)."""
+    path = os.path.join(PROMPTS, f"oracle_{domain}.txt")
+    return templates.load_template(path if os.path.isfile(path) else os.path.join(PROMPTS, "oracle_default.txt"))
+
+
+def pair_messages(task: Task, response_a: str, response_b: str) -> tuple[dict[str, str], ...]:
+    """The oracle's message comparing two responses to the task's conversation (its rubric is never shown)."""
+    conversation = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in task.prompt)
+    text = templates.fill(templates.load_template(os.path.join(PROMPTS, "oracle_pairwise.txt")),
+                          guideline=guideline(task.domain).strip(), conversation=conversation,
+                          response_a=response_a, response_b=response_b)
+    return ({"role": "user", "content": text},)
+
+
+class PairwiseOracle:
+    """Pairwise, both-order verdicts through `client` (an LLM judge's `complete`), stored in `store`."""
+
+    def __init__(self, client, store: OracleStore | str | os.PathLike = ":memory:", *, max_workers: int = 8):
+        self.client = client
+        self.store = store if isinstance(store, OracleStore) else OracleStore(store)
+        self.max_workers = max_workers
+        self._lock = threading.Lock()
+        self._session = {"calls": 0, "cache_hits": 0, "failed": 0, "unparsed": 0, "input_tokens": 0,
+                         "output_tokens": 0}
+
+    def _count(self, **inc: int) -> None:
+        with self._lock:
+            for k, v in inc.items():
+                self._session[k] += v
+
+    def verdict(self, task: Task, a: str, b: str) -> str | None:
+        """'A', 'B' or 'tie' for response a shown first and b second; None when the call failed or the answer has
+        no readable winner (a failed call is not stored, so a later run tries again)."""
+        messages = pair_messages(task, a, b)
+        key = self.client._key(messages, SCHEMA)
+        hit = self.store.get(key)
+        if hit is not None:
+            self._count(cache_hits=1)
+            return hit[1]
+        c = self.client.complete(messages, SCHEMA, key)
+        if c.status != "ok":
+            self._count(failed=1)
+            return None
+        winner = parse_winner(c.text)
+        self._count(calls=1, unparsed=int(winner is None), **{k: c.usage.get(k, 0) for k in
+                                                              ("input_tokens", "output_tokens")})
+        self.store.put(key, getattr(self.client, "model", ""), c.text, winner, c.usage)
+        return winner
+
+    def verdicts(self, jobs: Sequence[tuple[Task, str, str]]) -> list[str | None]:
+        """verdict() of every (task, a, b), concurrently; identical jobs are called once."""
+        unique = list(dict.fromkeys((t.id, a, b) for t, a, b in jobs))
+        tasks = {t.id: t for t, _, _ in jobs}
+        if not unique:
+            return []
+        with concurrent.futures.ThreadPoolExecutor(max(1, min(self.max_workers, len(unique)))) as pool:
+            done = dict(zip(unique, pool.map(lambda j: self.verdict(tasks[j[0]], j[1], j[2]), unique)))
+        return [done[(t.id, a, b)] for t, a, b in jobs]
+
+    @staticmethod
+    def pair_jobs(task: Task, responses: Sequence[str]) -> list[tuple[Task, str, str]]:
+        """The 2 C(J, 2) calls of a group: for i < j, (i first, j second) then (j first, i second)."""
+        J = len(responses)
+        return [job for i in range(J) for j in range(i + 1, J)
+                for job in ((task, responses[i], responses[j]), (task, responses[j], responses[i]))]
+
+    @staticmethod
+    def combine(J: int, verdicts: Sequence[str | None]) -> np.ndarray:
+        """[J, J] antisymmetric o_ij from pair_jobs' verdicts: +1 / -1 when one side wins in both orders, 0 for a
+        tie or an order-inconsistent pair, NaN where a verdict is missing; the diagonal is 0."""
+        o = np.zeros((J, J))
+        it = iter(verdicts)
+        for i in range(J):
+            for j in range(i + 1, J):
+                first, second = next(it), next(it)  # i shown first; then j shown first
+                if first is None or second is None:
+                    v = math.nan
+                elif first == "A" and second == "B":
+                    v = 1.0
+                elif first == "B" and second == "A":
+                    v = -1.0
+                else:
+                    v = 0.0
+                o[i, j], o[j, i] = v, -v
+        return o
+
+    def group_matrix(self, task: Task, responses: Sequence[str]) -> np.ndarray:
+        """o_ij of one group (module docstring)."""
+        return self.combine(len(responses), self.verdicts(self.pair_jobs(task, responses)))
+
+    @staticmethod
+    def anchor_jobs(task: Task, responses: Sequence[str], anchors: Sequence[str]) -> list[tuple[Task, str, str]]:
+        return [job for r in responses for a in anchors for job in ((task, r, a), (task, a, r))]
+
+    @staticmethod
+    def combine_anchors(n: int, anchors: Sequence[str], verdicts: Sequence[str | None]) -> np.ndarray:
+        """[n] win rates x 100 from anchor_jobs' verdicts: per order 1 for a win, 0.5 a tie, 0 a loss; missing
+        verdicts left out (NaN if none)."""
+        points = {("A", 0): 1.0, ("B", 1): 1.0, ("tie", 0): 0.5, ("tie", 1): 0.5, ("B", 0): 0.0, ("A", 1): 0.0}
+        per = np.array([points.get((v, k % 2), np.nan) for k, v in enumerate(verdicts)]).reshape(n, 2 * len(anchors))
+        ok = np.isfinite(per)
+        return np.where(ok.any(axis=1), 100.0 * np.nansum(per, axis=1) / np.maximum(ok.sum(axis=1), 1), np.nan)
+
+    def win_rates(self, task: Task, responses: Sequence[str], anchors: Sequence[str]) -> np.ndarray:
+        """Each response's oracle score: its win rate x 100 against the anchors, both orders, ties half."""
+        return self.combine_anchors(len(responses), anchors, self.verdicts(self.anchor_jobs(task, responses,
+                                                                                            anchors)))
+
+    def report(self) -> dict[str, Any]:
+        """This session's calls, cache hits, failures, unparsed answers and tokens, and the store's totals."""
+        with self._lock:
+            session = dict(self._session)
+        return {**session, "store": self.store.totals(), "model": getattr(self.client, "model", "")}
+
+    def close(self) -> None:
+        self.store.close()
+        self.client.close()
+
+
+# ------------------------------------------------------------------------------------------------ a run's groups
+
+
+def run_tasks(workdir: str) -> dict[str, Task]:
+    """The tasks of the run in `workdir` by id, rebuilt from its config.json (prompts and domains)."""
+    import ml_collections
+
+    from harnessrl_jax import build
+
+    with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
+        config = ml_collections.ConfigDict(json.load(f))
+    return {t.id: t for t in build.build_tasks(config)}
+
+
+def recorded_draws(workdir: str, steps: Iterable[int] | None = None):
+    """The run's recorded draws (memory.DrawRecord: step, task_id, responses, rewards, ...) in step order, read
+    from its record store under <workdir>/memory."""
+    from harnessrl_jax.memory import RecordStore
+
+    path = os.path.join(workdir, "memory", RecordStore.FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{workdir} has no record store ({path}): the run kept no draws to judge")
+    store = RecordStore(path)
+    try:
+        yield from store.draws(steps)
+    finally:
+        store.close()
+
+
+def seed_anchors(workdir: str, task_ids: Sequence[str], *, seed: int = 20_000) -> dict[str, list[str]]:
+    """The seed policy's J responses to each task's bare prompt (the run's config at its initial weights, its
+    sampling settings, one fixed seed), cached in <workdir>/oracle/anchors.json so they are sampled once."""
+    import ml_collections
+
+    from harnessrl_jax import build, loop
+
+    path = os.path.join(workdir, "oracle", "anchors.json")
+    cached = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
+    missing = [t for t in task_ids if t not in cached]
+    if missing:
+        with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
+            config = ml_collections.ConfigDict(json.load(f))
+        run = build.setup(config)
+        try:
+            by_id = {t.id: t for t in run.tasks}
+            tasks = [by_id[t] for t in missing]
+            texts = loop.sample_groups(run, tasks, seed=seed).responses  # bare prompts, the config's sampling
+            cached.update({t.id: list(map(str, row)) for t, row in zip(tasks, texts)})
+        finally:
+            run.close()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(f"{path}.tmp", "w", encoding="utf-8") as f:
+            json.dump(cached, f, indent=1)
+        os.replace(f"{path}.tmp", path)
+    return {t: cached[t] for t in task_ids}
+
+
+def oracle_run(workdir: str, oracle: PairwiseOracle, *, steps: Iterable[int] | None = None,
+               anchors: str = "seed", end_window: int = END_WINDOW, progress=None) -> dict[str, Any]:
+    """Judges every recorded group of the run (or those of `steps`): per step the pair classes and agreement
+    (eval.agreement, `oracle/*` keys) and, unless anchors='none', the mean oracle score (win rate against the
+    seed policy's responses: anchors='seed'; or against each task's first recorded draw: 'first_draw').
+    Writes <workdir>/oracle/oracle.jsonl (one line per step, with per-task scores) and oracle/summary.json
+    (all steps, the last `end_window` steps, calls and tokens); returns the summary."""
+    if anchors not in ("seed", "first_draw", "none"):
+        raise ValueError(f"anchors must be 'seed', 'first_draw' or 'none', got {anchors!r}")
+    steps = None if steps is None else {int(s) for s in steps}
+    tasks = run_tasks(workdir)
+    by_step: dict[int, list] = {}
+    first: dict[str, list[str]] = {}
+    for d in recorded_draws(workdir):
+        first.setdefault(d.task_id, list(d.responses))
+        if steps is None or d.step in steps:
+            by_step.setdefault(d.step, []).append(d)
+    unknown = sorted({d.task_id for ds in by_step.values() for d in ds} - set(tasks))
+    if unknown:
+        raise ValueError(f"{workdir}: recorded draws of tasks its config does not build: {unknown[:5]}")
+    anchor_set = {} if anchors == "none" else first if anchors == "first_draw" else \
+        seed_anchors(workdir, sorted({d.task_id for ds in by_step.values() for d in ds}))
+    out_dir = os.path.join(workdir, "oracle")
+    os.makedirs(out_dir, exist_ok=True)
+    lines, all_counts = [], []
+    for step in sorted(by_step):
+        draws = by_step[step]
+        jobs = [PairwiseOracle.pair_jobs(tasks[d.task_id], d.responses) for d in draws]
+        ajobs = [PairwiseOracle.anchor_jobs(tasks[d.task_id], d.responses, anchor_set[d.task_id])
+                 if anchor_set else [] for d in draws]
+        flat = oracle.verdicts([j for js in jobs + ajobs for j in js])
+        counts, per_task, scores = [], {}, []
+        pos = 0
+        for d, js in zip(draws, jobs):
+            o = oracle.combine(len(d.responses), flat[pos:pos + len(js)])
+            pos += len(js)
+            counts.append(agreement.pair_counts(d.rewards, o))
+        for d, js in zip(draws, ajobs):
+            if js:
+                s = oracle.combine_anchors(len(d.responses), anchor_set[d.task_id], flat[pos:pos + len(js)])
+                pos += len(js)
+                per_task[d.task_id] = float(np.nanmean(s)) if np.isfinite(s).any() else None
+                scores.append(s)
+        total = agreement.total_counts(counts)
+        all_counts.append((step, total))
+        valid = np.concatenate(scores) if scores else np.array([])
+        valid = valid[np.isfinite(valid)]
+        line = {"step": step, "groups": len(draws), **agreement.agreement_metrics(total),
+                "oracle/score_mean": float(valid.mean()) if valid.size else None, "oracle/task_scores": per_task,
+                "counts": total}
+        lines.append(line)
+        if progress is not None:
+            progress(f"oracle step {step}: {len(draws)} groups, agreement {line['oracle/agreement']:.3f}")
+    with open(os.path.join(out_dir, "oracle.jsonl.tmp"), "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(json.dumps(_finite(line)) + "\n")
+    os.replace(os.path.join(out_dir, "oracle.jsonl.tmp"), os.path.join(out_dir, "oracle.jsonl"))
+    last = [c for s, c in all_counts if all_counts and s > all_counts[-1][0] - end_window]
+    summary = {"steps": len(lines), "groups": sum(line["groups"] for line in lines), "anchors": anchors,
+               "all": agreement.agreement_metrics(agreement.total_counts(c for _, c in all_counts)),
+               f"last_{end_window}_steps": agreement.agreement_metrics(agreement.total_counts(last)),
+               "cost": oracle.report()}
+    with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(_finite(summary), f, indent=1)
+    return summary
+
+
+def _finite(x):
+    """NaN and inf as null, so the files are strict JSON."""
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x

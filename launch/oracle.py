@@ -1,0 +1,75 @@
+"""Judges a run's recorded rollout groups with the pairwise oracle: reward-oracle agreement, the pair classes and
+oracle scores per step (harnessrl_jax.eval.oracle; analysis only, never seen by training).
+
+    ANTHROPIC_API_KEY=... python launch/oracle.py --workdir=runs/harnessrl-s0              # Claude, the default
+    python launch/oracle.py --workdir=runs/grpo-s0 --kind=openai --base_url=http://127.0.0.1:30000/v1 \
+        --model=gemma-4-31b-it --steps=476-500
+
+Reads the groups every run keeps in <workdir>/memory (step, task, responses, rewards) and the tasks from its
+config.json; judges all C(J, 2) pairs of each group in both orders, and each response against the seed policy's
+responses to the same task (--anchors=seed, sampled once and cached; 'first_draw' uses each task's first recorded
+group; 'none' skips oracle scores). Answers are stored in <workdir>/oracle/oracle.sqlite, so an interrupted run
+resumes without repeating a call. Writes <workdir>/oracle/oracle.jsonl (per step: oracle/agreement,
+oracle/pair_*, oracle/score_mean, per-task scores) and oracle/summary.json (totals, the last 25 steps, calls and
+tokens), and prints the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from absl import app, flags, logging
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+flags.DEFINE_string("workdir", None, "The run directory (its memory/ and config.json).")
+flags.DEFINE_enum("kind", "anthropic", ["anthropic", "openai"], "Anthropic's Messages API or an OpenAI-compatible "
+                  "server.")
+flags.DEFINE_string("model", "claude-sonnet-5", "The oracle model.")
+flags.DEFINE_string("base_url", "", "Server URL (OpenAI-compatible: with /v1; Anthropic: a proxy or stand-in).")
+flags.DEFINE_string("api_key_env", "", "Environment variable holding the API key (default: ANTHROPIC_API_KEY for "
+                    "Anthropic, none for an OpenAI-compatible server).")
+flags.DEFINE_string("structured_output", "", "The client's structured-output mode (default: its own).")
+flags.DEFINE_string("steps", "", "Steps to judge: 'a-b' or a comma list (default: every recorded step).")
+flags.DEFINE_enum("anchors", "seed", ["seed", "first_draw", "none"], "Anchor responses of the oracle score.")
+flags.DEFINE_integer("max_workers", 8, "Calls in flight at once.")
+flags.DEFINE_float("timeout_s", 120.0, "Per-request timeout.")
+flags.mark_flags_as_required(["workdir"])
+FLAGS = flags.FLAGS
+
+
+def parse_steps(text: str) -> list[int] | None:
+    """'476-500' or '1,5,9' -> the steps; '' -> None (all)."""
+    if not text:
+        return None
+    out = []
+    for part in text.split(","):
+        a, dash, b = part.partition("-")
+        out += list(range(int(a), int(b) + 1)) if dash else [int(a)]
+    return out
+
+
+def main(argv):
+    del argv
+    from harnessrl_jax.eval import oracle as lib
+
+    settings = {"timeout_s": FLAGS.timeout_s}
+    if FLAGS.api_key_env:
+        settings["api_key_env"] = FLAGS.api_key_env
+    if FLAGS.structured_output:
+        settings["structured_output"] = FLAGS.structured_output
+    client = lib.make_client(FLAGS.kind, FLAGS.model, base_url=FLAGS.base_url or None, **settings)
+    oracle = lib.PairwiseOracle(client, os.path.join(FLAGS.workdir, "oracle", "oracle.sqlite"),
+                                max_workers=FLAGS.max_workers)
+    try:
+        summary = lib.oracle_run(FLAGS.workdir, oracle, steps=parse_steps(FLAGS.steps), anchors=FLAGS.anchors,
+                                 progress=logging.info)
+    finally:
+        oracle.close()
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    app.run(main)
