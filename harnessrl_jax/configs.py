@@ -27,6 +27,24 @@ class ConfigError(ValueError):
         super().__init__("the config cannot run:\n" + "\n".join(f"  - {p}" for p in self.problems))
 
 
+def load(spec: str):
+    """The ConfigDict of `path[:arg]`, as --config=path[:arg] gives it (for tests, notebooks and scripts). The
+    config's directory's parent goes on sys.path, so `from experiments import base` resolves."""
+    import importlib.util
+    import sys
+
+    path, _, arg = spec.partition(":")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    module_spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+    if module_spec is None:
+        raise ConfigError([f"--config={spec}: no such config file"])
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.get_config(arg) if arg else module.get_config()
+
+
 # ----------------------------------------------------------------------------------------------- builders
 
 def _build(cls, values, key: str):

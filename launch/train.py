@@ -16,7 +16,6 @@ the JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID variables); the m
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging as std_logging
 import os
@@ -54,15 +53,6 @@ def initialize_distributed(coordinator_address: str | None, num_processes: int, 
     jax.distributed.initialize(coordinator_address, num_processes, process_id)
     logging.info("process %d of %d, %d local / %d global devices", jax.process_index(), jax.process_count(),
                  jax.local_device_count(), jax.device_count())
-
-
-def load_config(spec: str):
-    """The ConfigDict of `path[:arg]`, as --config=path[:arg] gives it (for tests and notebooks)."""
-    path, _, arg = spec.partition(":")
-    module_spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module.get_config(arg) if arg else module.get_config()
 
 
 # ------------------------------------------------------------------------------------------ logging helpers

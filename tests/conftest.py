@@ -40,7 +40,7 @@ def pytest_configure(config):
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def tiny_config(arg: str = "method=harnessrl,tasks=harness", **harness):
+def _tiny_config(arg: str = "method=harnessrl,tasks=harness", **harness):
     """experiments/tiny_cpu.py with `arg`, and config.harness settings."""
     sys.path.insert(0, REPO)
     from experiments import tiny_cpu
@@ -51,12 +51,18 @@ def tiny_config(arg: str = "method=harnessrl,tasks=harness", **harness):
 
 
 @pytest.fixture(scope="session")
+def tiny_config():
+    """A function: tiny_config(arg="method=harnessrl,tasks=harness", **harness) -> the tiny config."""
+    return _tiny_config
+
+
+@pytest.fixture(scope="session")
 def tiny_setup():
     """build.setup of the tiny HarnessRL config (toy tasks with a varying, a saturated and a blind criterion),
     shared by the in-process step tests: its trainer and engine compile once per session."""
     from harnessrl_jax import build
 
-    run = build.setup(tiny_config())
+    run = build.setup(_tiny_config())
     yield run
     run.close()
 

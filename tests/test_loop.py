@@ -9,7 +9,6 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import tiny_config
 from harnessrl_jax import build, loop, methods
 from harnessrl_jax.harness import AddField, DownweightTask, apply
 from harnessrl_jax.harness.render import fit_fields, render_prompt
@@ -17,8 +16,14 @@ from harnessrl_jax.harness.state import GAMMAS, guidance_cap
 from harnessrl_jax.rl.batch import build_batch
 
 
+@pytest.fixture(autouse=True)
+def _config(tiny_config):
+    global TINY
+    TINY = tiny_config
+
+
 def stepper(run, tmp_path, **harness):
-    config = tiny_config(**harness)
+    config = TINY(**harness)
     s = loop.Stepper(dataclasses.replace(run, config=config), methods.describe(config), str(tmp_path))
     s.start(None)
     return s

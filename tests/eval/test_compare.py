@@ -69,14 +69,28 @@ def test_compare_table_notebook_and_eval_files(tmp_path, monkeypatch):
 
 
 def test_run_stats_from_hand_written_records():
-    metrics = [{"step": i + 1, "reward/mean": 10.0 * (i + 1), "oracle/score_mean": 50.0, "oracle/agreement": a,
-                "time/step": 10.0, "time/evolver": 2.0, "harness/reversal_rate": r}
-               for i, (a, r) in enumerate([(0.2, 0.0), (0.4, 0.5), (float("nan"), 0.25)])]
+    # Pair counts per step (loop.oracle_metrics logs them): agree, reward tie (blind / saturated), wrong direction,
+    # oracle tie; a step with no classified pair adds nothing.
+    counts = [dict(agree=2, reward_tie=3, reward_tie_blind=3, reward_tie_saturated=0, wrong_direction=1,
+                   oracle_tie=4, separated=3), dict(agree=6, reward_tie=1, reward_tie_blind=0, reward_tie_saturated=1,
+                                                   wrong_direction=1, oracle_tie=2, separated=7), {}]
+    metrics = [{"step": i + 1, "reward/mean": 10.0 * (i + 1), "oracle/score_mean": 50.0,
+                "time/step": 10.0, "time/evolver": 2.0, "harness/reversal_rate": r,
+                "guidance/reference_fields_added": f, "guidance/reference_fields_from_donors": d,
+                **{f"oracle/count/{k}": v for k, v in c.items()},
+                "oracle/count/pairs": sum(c.get(k, 0) for k in ("agree", "reward_tie", "wrong_direction",
+                                                                 "oracle_tie"))}
+               for i, (c, r, f, d) in enumerate(zip(counts, (0.0, 0.5, 0.25), (2, 0, 2), (1, 0, 2)))]
     records = [{"verdict": "accepted", "interface": "guidance"}, {"verdict": "rejected", "interface": "rubric"},
                {"verdict": "accepted", "interface": "rubric"}, {"verdict": "noop", "interface": "sampling"}]
     s = tables.stats_from_records(metrics, records)
     assert s["k"] == 1 and s["reward_first"] == 10.0 and s["reward_last"] == 30.0
-    assert s["oracle_agreement"] == pytest.approx(0.3)  # the NaN step is left out
+    # Over all 20 pairs, ties in the denominator (the paper's definition): 8 agree.
+    assert s["oracle_pairs"] == 20 and s["oracle_agreement"] == pytest.approx(8 / 20)
+    assert (s["pair_reward_tie"], s["pair_wrong_direction"], s["pair_oracle_tie"]) == \
+        (pytest.approx(4 / 20), pytest.approx(2 / 20), pytest.approx(6 / 20))
+    assert s["pair_reward_tie_blind"] == pytest.approx(3 / 20) and s["oracle_agreement_separated"] == 0.8
+    assert s["donor_share"] == pytest.approx(3 / 4)
     assert (s["measured"], s["accepted"], s["acceptance_rate"]) == (3, 2, pytest.approx(2 / 3))
     assert (s["accepted_guidance"], s["accepted_rubric"], s["accepted_sampling"]) == (1, 1, 0)
     assert s["reversal_rate"] == 0.25 and s["evolver_share"] == pytest.approx(0.2) and s["step_seconds"] == 30

@@ -110,9 +110,7 @@ def test_the_epoch_sampler_is_a_choice_where_p_t_is_frozen():
 
 
 def test_the_paper_config_lists_everything_it_still_needs_with_the_flags():
-    from launch.train import load_config
-
-    config = load_config(os.path.join(REPO, "experiments", "rubric_mix_4b.py"))
+    config = configs.load(os.path.join(REPO, "experiments", "rubric_mix_4b.py"))
     problems = configs.check(config) + configs.needs(config)
     text = "\n".join(problems)
     for flag in ("--config.tasks.path", "--config.judge.base_url", "--config.judge.model", "--config.model_name",

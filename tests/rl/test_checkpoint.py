@@ -75,7 +75,9 @@ def test_resume_is_exact_through_launch_train(tmp_path, spec):
     from harnessrl_jax.memory import DrawRecord, Memory
 
     train = load_train_module()
-    config = train.load_config(os.path.join(REPO, "experiments", spec))
+    from harnessrl_jax import configs
+
+    config = configs.load(os.path.join(REPO, "experiments", spec))
     harness = "harnessrl" in spec
     with config.unlocked():
         config.report = False

@@ -747,11 +747,23 @@ def test_llama_server_judge_structured_per_rubric(llama_server):
     assert (m.status == OK).all(), m.records()
 
 
-def test_llama_server_judge_free_text_is_parsed_or_recorded_unparsed(llama_server):
-    with llama_judge(llama_server, structured_output="none", max_tokens=48) as judge:
+def test_llama_server_judge_free_text_is_parsed_or_recorded_unparsed(llama_server, fake_server):
+    """Free-text answers of the real server, through a proxy that prefixes a plain verdict to the answers about the
+    first response: those cells are read (met), SmolLM2's own rambling is recorded unparsed with its text, never
+    guessed."""
+    def behave(body, headers, n):
+        r = httpx.post(f"{llama_server.base_url}/chat/completions", json=body, timeout=60).json()
+        if REAL_RESPONSES[0] in prompt_of(body):
+            msg = r["choices"][0]["message"]
+            msg["content"] = "Verdict: met.\n" + (msg["content"] or "")
+        return Reply.json(r)
+
+    proxy = fake_server(behave)
+    with OpenAIJudge(f"{proxy.url}/v1", llama_server.model, structured_output="none", max_tokens=48,
+                     max_retries=1, max_concurrency=2) as judge:
         m = judge.score(REAL_TASK, REAL_RESPONSES)
-    assert set(m.status.ravel()) <= {OK, UNPARSED}
-    assert (m.status == OK).any(), m.records()  # free text is read, not only recorded as unreadable
+    assert m.status[:, 0].tolist() == [OK] * 3 and m.verdicts[:, 0].tolist() == [1.0] * 3
+    assert set(m.status[:, 1]) <= {OK, UNPARSED}
     assert np.array_equal(np.isnan(m.verdicts), m.status == UNPARSED)
     for k, j in zip(*np.nonzero(m.status == UNPARSED)):
         assert m.explanations[k, j]  # the raw answer is kept for inspection
