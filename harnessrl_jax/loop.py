@@ -237,6 +237,38 @@ def build_evolver(config, method: Method, memory: Memory | None, client=None) ->
                    transitions=method.transitions), cold
 
 
+def critic_hooks(run: build.Run, seed: int, timer: dict[str, float]) -> CriticHooks:
+    """The critic's access to the frozen current policy (the run's engine, which still holds this step's params)
+    and the judge, timed into `timer` ('critic' seconds, 'resampled' rollouts); a candidate whose guided prompt
+    cannot fit the budget is not measured."""
+    calls = [0]
+
+    def regrade_batch(items):
+        start = time.perf_counter()
+        out = score_responses(run.judge, [it[0] for it in items], [it[1] for it in items],
+                              [it[2] for it in items])[0]
+        timer["critic"] += time.perf_counter() - start
+        return out
+
+    def resample_batch(items):
+        start = time.perf_counter()
+        calls[0] += 1
+        groups = sample_groups(run, [task for task, _ in items], [tuple(fields) for _, fields in items],
+                               seed=seed + 7919 * calls[0])
+        timer["critic"] += time.perf_counter() - start
+        timer["resampled"] += groups.rollouts.num_samples
+        return groups.responses
+
+    def prompt_problem(task, fields):
+        fitted, _ = fit_fields(run.tokenizer, task.prompt, tuple(fields), run.prompt_limit)
+        if fitted is None:
+            return (f"guided prompt over the budget: the fields do not fit in {run.prompt_limit} prompt tokens "
+                    f"even shortened")
+        return None
+
+    return CriticHooks(regrade_batch=regrade_batch, resample_batch=resample_batch, prompt_problem=prompt_problem)
+
+
 class Stepper:
     """Runs one training step of any method description; holds what persists across steps (the harness, the
     memory, the sampler) and writes it to / reads it from a checkpoint's `extra` slot."""
@@ -313,7 +345,7 @@ class Stepper:
         start = time.perf_counter()
         timer = {"critic": 0.0, "resampled": 0}
         draws = [Group(t, tuple(r), s) for t, r, s in zip(tasks, groups.responses, S)]
-        result = self.evolver.step(step, draws, H, memory=self.memory, hooks=self._hooks(seed, timer))
+        result = self.evolver.step(step, draws, H, memory=self.memory, hooks=critic_hooks(run, seed, timer))
         if self.memory is not None:
             self.memory.append_step(step, [
                 DrawRecord(step, t.id, tuple(c.id for c in H.rubric_of(t.id)),
@@ -356,36 +388,6 @@ class Stepper:
             "judge/dropped_llm_criteria": float(self.dropped_llm),
         })
         return state, {**metrics, **train_metrics, **timings}, result.harness_records()
-
-    def _hooks(self, seed: int, timer: dict[str, float]) -> CriticHooks:
-        """The critic's access to the frozen current policy (the engine, which still holds this step's params) and
-        the judge, timed; a candidate whose guided prompt cannot fit the budget is not measured."""
-        run, calls = self.run, [0]
-
-        def regrade_batch(items):
-            start = time.perf_counter()
-            out = score_responses(run.judge, [it[0] for it in items], [it[1] for it in items],
-                                  [it[2] for it in items])[0]
-            timer["critic"] += time.perf_counter() - start
-            return out
-
-        def resample_batch(items):
-            start = time.perf_counter()
-            calls[0] += 1
-            groups = sample_groups(run, [task for task, _ in items], [tuple(fields) for _, fields in items],
-                                   seed=seed + 7919 * calls[0])
-            timer["critic"] += time.perf_counter() - start
-            timer["resampled"] += groups.rollouts.num_samples
-            return groups.responses
-
-        def prompt_problem(task, fields):
-            fitted, _ = fit_fields(run.tokenizer, task.prompt, tuple(fields), run.prompt_limit)
-            if fitted is None:
-                return (f"guided prompt over the budget: the fields do not fit in {run.prompt_limit} prompt tokens "
-                        f"even shortened")
-            return None
-
-        return CriticHooks(regrade_batch=regrade_batch, resample_batch=resample_batch, prompt_problem=prompt_problem)
 
     def _harness_metrics(self, result, H, H_next, idx, groups: Groups, timer) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -446,5 +448,5 @@ class Stepper:
         return out
 
 
-__all__ = ["Groups", "Stepper", "build_evolver", "compute_advantages", "oracle_metrics", "oracle_scores",
+__all__ = ["Groups", "Stepper", "build_evolver", "critic_hooks", "compute_advantages", "oracle_metrics", "oracle_scores",
            "render_prompts", "sample_groups", "score_responses", "step_seed", "train_on_rollouts", "training_tasks"]

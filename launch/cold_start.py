@@ -56,7 +56,7 @@ def run_cold_start(config, out: str, *, groups: int = 4, regradings: int = 2, ba
 
     out_dir = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(out_dir):
-        raise ValueError(f"--out {out}: directory {out_dir} does not exist")
+        raise cli.UserError(f"--out {out}: directory {out_dir} does not exist")
     configs.validate(config)
     run = build.setup(config)
     tasks, dropped = loop.training_tasks(config, run.tasks)
@@ -85,7 +85,7 @@ def run_cold_start(config, out: str, *, groups: int = 4, regradings: int = 2, ba
     try:
         cold = derive(seeds, meta=meta)
     except ValueError as e:
-        raise ValueError(f"{e} (the measurements are kept in {groups_path(out)})") from None
+        raise cli.UserError(f"{e} (the measurements are kept in {groups_path(out)})") from None
     cold.save(out)
     return cold
 

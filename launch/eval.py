@@ -61,7 +61,7 @@ def run_eval(config, workdir: str, *, step: int | None = None, split: str = "hel
 
     specs = ood_lib.parse_specs(ood)
     if split == "none" and not specs:
-        raise ValueError("--split=none evaluates nothing in-domain: give --ood benchmarks")
+        raise cli.UserError("--split=none evaluates nothing in-domain: give --ood benchmarks")
     n = num_samples or config.num_generations
     out = out or os.path.join(workdir, "eval.json")
     configs.validate(config)

@@ -24,6 +24,8 @@ from absl import app, flags, logging
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from harnessrl_jax import cli  # noqa: E402
+
 flags.DEFINE_string("workdir", None, "The run directory (its memory/ and config.json).")
 flags.DEFINE_enum("kind", "anthropic", ["anthropic", "openai"], "Anthropic's Messages API or an OpenAI-compatible "
                   "server.")
@@ -72,4 +74,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -63,18 +63,16 @@ def test_guidance_reaches_the_rollouts_fitted_to_the_budget_or_counted_when_it_c
     assert g.over_budget == [True] and g.guided == [False] and g.prompt_ids[0] == bare
 
 
-def test_the_steppers_critic_rejects_what_cannot_be_sampled_as_proposed(tiny_setup, tmp_path):
+def test_the_critics_hooks_refuse_what_cannot_be_sampled_as_proposed(tiny_setup):
     run = tiny_setup
-    s = stepper(run, tmp_path)
     honey = run.tasks[1]
     bare = render_prompt(run.tokenizer, honey.prompt, tokenize=True)
-    s.run = dataclasses.replace(run, prompt_limit=len(bare) + 60)
-    hooks = s._hooks(seed=1, timer={"critic": 0.0, "resampled": 0})
+    tight = dataclasses.replace(run, prompt_limit=len(bare) + 60)
+    hooks = loop.critic_hooks(tight, seed=1, timer={"critic": 0.0, "resampled": 0})
     assert hooks.prompt_problem(honey, (("criterion", "say honey."),)) is None
     huge = (("criterion", "say honey. " * 40), ("critique", "none said honey. " * 40))
-    assert fit_fields(run.tokenizer, honey.prompt, huge, s.run.prompt_limit)[0] is None
+    assert fit_fields(run.tokenizer, honey.prompt, huge, tight.prompt_limit)[0] is None
     assert "over the budget" in hooks.prompt_problem(honey, huge)
-    s.close()
 
 
 def test_rollouts_are_sampled_with_the_mounted_fields(tiny_setup, tmp_path):

@@ -1,4 +1,5 @@
-"""launch/train.py end to end: the tiny model learns the toy rule task; the run directory has what DESIGN.md names."""
+"""launch/train.py end to end: the tiny model learns the toy rule task; the run directory has what docs/design.md
+names; a config that cannot run is reported before any model loads."""
 
 import json
 import os
@@ -51,11 +52,19 @@ def test_tiny_model_learns_the_toy_rule_task(tmp_path):
     assert read_metrics(workdir) == metrics
 
 
-def test_missing_task_file_is_a_clear_error(tmp_path):
-    cmd = [sys.executable, os.path.join(REPO, "launch", "train.py"), "--config=experiments/tiny_cpu.py",
-           "--config.tasks.source=jsonl", f"--workdir={tmp_path}"]
+def test_a_config_that_cannot_run_is_one_short_message_listing_every_missing_piece(tmp_path):
+    """The paper's 4B config on a machine without its model, tasks, judge or embedder: one message naming each
+    with its flag, before any model loads; no traceback, nothing written."""
+    workdir = tmp_path / "run"
+    cmd = [sys.executable, os.path.join(REPO, "launch", "train.py"), "--config=experiments/rubric_mix_4b.py",
+           f"--workdir={workdir}", "--config.judge.base_url=http://127.0.0.1:9/v1", "--config.judge.model=judge"]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert out.returncode != 0 and "config.tasks.path is empty" in out.stderr
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    message = out.stderr[out.stderr.index("error: the config cannot run"):]
+    for flag in ("--config.tasks.path", "--config.model_name=qwen3-4b", "--config.memory.embedder",
+                 "--config.judge.base_url=http://127.0.0.1:9/v1: the judge server does not answer"):
+        assert flag in message, message
+    assert len(message.splitlines()) <= 8 and not workdir.exists()
 
 
 @pytest.mark.slow
@@ -76,3 +85,18 @@ def test_plan_compiles_the_sharded_step_on_fake_devices():
     assert "{'data': 1, 'fsdp': 8, 'tensor': 1} over 8 devices" in out.stdout
     assert "32 rows x 24 tokens" in out.stdout and "(fits)" in out.stdout
     assert "XLA temporaries" in out.stdout and "TFLOP" in out.stdout
+
+
+@pytest.mark.parametrize("script, args, words", [
+    ("eval.py", ["--config=experiments/tiny_cpu.py", "--workdir={tmp}/none", "--split=train"],
+     "no checkpoint under"),
+    ("cold_start.py", ["--config=experiments/tiny_cpu.py:method=harnessrl,tasks=harness", "--out={tmp}/no/dir.json"],
+     "does not exist"),
+    ("report.py", ["--workdir={tmp}/none"], "{tmp}/none"),
+])
+def test_launch_scripts_report_a_users_mistake_in_one_line(tmp_path, script, args, words):
+    cmd = [sys.executable, os.path.join(REPO, "launch", script), *(a.format(tmp=tmp_path) for a in args)]
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert len(errors) == 1 and words.format(tmp=tmp_path) in errors[0], out.stderr[-3000:]
