@@ -67,6 +67,39 @@ def tiny_setup():
     run.close()
 
 
+def train_subprocess(workdir, *args, timeout=600) -> str:
+    """launch/train.py in a subprocess (its own flags and JAX set-up); returns its stderr (the progress log)."""
+    cmd = [sys.executable, os.path.join(REPO, "launch", "train.py"), f"--workdir={workdir}", *args]
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return out.stderr
+
+
+@pytest.fixture(scope="session")
+def train_script():
+    """A function: train_script(workdir, *args) runs launch/train.py and returns its log."""
+    return train_subprocess
+
+
+@pytest.fixture(scope="session")
+def letters_run(tmp_path_factory):
+    """(workdir, log) of one tiny GRPO run that learns the letter task in 30 steps (checkpoints at 15 and 30),
+    shared by the tests that need a trained policy."""
+    workdir = str(tmp_path_factory.mktemp("letters") / "run")
+    log = train_subprocess(workdir, "--config=experiments/tiny_cpu.py", "--config.total_steps=30",
+                           "--config.checkpoint.every=15", "--config.report=False")
+    return workdir, log
+
+
+@pytest.fixture(scope="session")
+def harnessrl_run(tmp_path_factory):
+    """(workdir, log) of one tiny HarnessRL run through launch/train.py (6 steps, report written), in a
+    compare-style directory (`<root>/harnessrl-s0`), shared by the tests that read a run's files."""
+    workdir = str(tmp_path_factory.mktemp("runs") / "harnessrl-s0")
+    log = train_subprocess(workdir, "--config=experiments/tiny_cpu.py:method=harnessrl,tasks=harness")
+    return workdir, log
+
+
 @pytest.fixture(scope="session")
 def smollm2_path():
     from harnessrl_jax.models.presets import smollm2_gguf_path

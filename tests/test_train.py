@@ -24,10 +24,9 @@ def read_metrics(workdir):
         return [json.loads(line) for line in f]
 
 
-def test_tiny_model_learns_the_toy_rule_task(tmp_path):
+def test_tiny_model_learns_the_toy_rule_task(letters_run):
     """Reward (share of the rubric's points) rises from below 0.2 to above 0.8 within 30 GRPO steps."""
-    workdir = str(tmp_path / "run")
-    log = run_train(workdir, "--config=experiments/tiny_cpu.py", f"--config.total_steps={LEARNING_STEPS}")
+    workdir, log = letters_run
     metrics = read_metrics(workdir)
     reward = [m["reward/mean"] / 100 for m in metrics]
     assert [m["step"] for m in metrics] == list(range(1, LEARNING_STEPS + 1))
@@ -43,11 +42,18 @@ def test_tiny_model_learns_the_toy_rule_task(tmp_path):
     assert first["train/engine_gap"] < 1e-4  # float32 engine and trainer agree
     assert "ETA" in log and f"step {LEARNING_STEPS}/{LEARNING_STEPS}" in log
     assert os.path.getsize(os.path.join(workdir, "harness.jsonl")) == 0  # GRPO: frozen harness
-    assert json.load(open(os.path.join(workdir, "config.json")))["method"] == "grpo"
+    config = json.load(open(os.path.join(workdir, "config.json")))
+    assert config["method"] == "grpo" and config["tasks"]["sampler"] == "harness"  # the same sampler as HarnessRL
+    assert config["harness"]["attributor"]["blind_window"] == 2  # every threshold is in the run's config.json
+    # The attributor observed the frozen harness too, from the memory every method keeps.
+    assert all(sum(m[f"attribution/frac_{k}"] for k in ("blind", "saturated", "spurious", "agree")) == 1.0
+               for m in metrics)
+    assert os.path.exists(os.path.join(workdir, "memory", "memory.sqlite"))
     assert str(LEARNING_STEPS) in os.listdir(os.path.join(workdir, "checkpoints"))
 
     # Started again, a finished run restores its last checkpoint and has nothing left to do.
-    log = run_train(workdir, "--config=experiments/tiny_cpu.py", f"--config.total_steps={LEARNING_STEPS}")
+    log = run_train(workdir, "--config=experiments/tiny_cpu.py", f"--config.total_steps={LEARNING_STEPS}",
+                    "--config.checkpoint.every=15", "--config.report=False")
     assert f"resumed from step {LEARNING_STEPS}" in log
     assert read_metrics(workdir) == metrics
 

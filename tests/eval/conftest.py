@@ -50,17 +50,16 @@ def _run(*args, env=None):
 
 
 @pytest.fixture(scope="session")
-def analysed_runs(tmp_path_factory):
-    """A compare-style directory with one tiny HarnessRL run (`harnessrl-s0`, tiny_cpu.py:method=harnessrl,
-    tasks=harness): trained 6 steps, its seed policy evaluated on the IFBench/MedQA/GPQA/RoleBench fixtures
-    (launch/eval.py --ood), and every recorded group judged by the oracle through the Anthropic stand-in
+def analysed_runs(harnessrl_run, tmp_path_factory):
+    """A compare-style directory with the session's tiny HarnessRL run (`harnessrl-s0`, tiny_cpu.py:
+    method=harnessrl,tasks=harness, 6 steps): its seed policy evaluated on the IFBench/MedQA/GPQA/RoleBench
+    fixtures (launch/eval.py --ood), and every recorded group judged by the oracle through the Anthropic stand-in
     (launch/oracle.py, seed-policy anchors)."""
-    root = tmp_path_factory.mktemp("analysed")
-    run = root / "harnessrl-s0"
-    _run(os.path.join(REPO, "launch", "train.py"), "--config=experiments/tiny_cpu.py:method=harnessrl,tasks=harness",
-         f"--workdir={run}", "--config.report=False")
+    run = harnessrl_run[0]
+    root = os.path.dirname(run)
     _run(os.path.join(REPO, "launch", "eval.py"), "--config=experiments/tiny_cpu.py:method=harnessrl,tasks=harness",
-         f"--workdir={run}", "--split=train", ood_flag(ifbench_without_start_verb(root)), "--ood_samples=2",
+         f"--workdir={run}", "--split=train", ood_flag(ifbench_without_start_verb(tmp_path_factory.mktemp("ifb"))),
+         "--ood_samples=2",
          "--ood_max_new_tokens=8")
     server = StandIn()
     try:
