@@ -158,11 +158,12 @@ _PARTS = re.compile(r"\s*(?:;|,\s*and\s+|,\s*|\s+and\s+|\s+as well as\s+)\s*")
 def split_parts(text: str, max_parts: int = 4) -> list[str] | None:
     """The criteria a compound criterion splits into ("Names the reaction and gives its product." -> "Names the
     reaction.", "Gives its product."), each a full sentence with the shared subject; None when the text does not
-    list 2..max_parts parts."""
+    list 2..max_parts parts of at least two words each (a noun list under one verb is one check, not several)."""
+    subject_re = re.compile(r"^((?:the |a |an )?(?:response|answer|reply)\s+)", re.I)
     t = " ".join(text.split()).rstrip(".")
-    m = re.match(r"^((?:the |a |an )?(?:response|answer|reply)\s+)", t, re.I)
+    m = subject_re.match(t)
     subject, body = (m.group(1), t[m.end():]) if m else ("", t)
-    parts = [p.strip() for p in _PARTS.split(body) if p and p.strip()]
+    parts = [subject_re.sub("", p.strip()) for p in _PARTS.split(body) if p and p.strip()]
     if not 2 <= len(parts) <= max_parts or any(len(p.split()) < 2 for p in parts):
         return None
-    return [f"{subject}{p[0].upper() + p[1:] if not subject else p}." for p in parts]
+    return [f"{subject}{p}." if subject else f"{p[0].upper()}{p[1:]}." for p in parts]

@@ -80,11 +80,6 @@ class ActionRecord:
             if len(pair) != 2:
                 raise ValueError(f"changes[{target!r}] must be [before, after], got {pair!r}")
 
-    @classmethod
-    def of(cls, action, verdict: str, **fields) -> "ActionRecord":
-        """Record of a typed harness action (anything with `interface`, `op` and `to_dict()`)."""
-        return cls(interface=action.interface, op=action.op, verdict=verdict, payload=action.to_dict(), **fields)
-
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class DrawRecord:

@@ -387,3 +387,81 @@ def test_llm_proposer_noop_unreadable_output_feedback_and_sampling_fallback():
     sat = context(history=saturating_history(ctx))
     down = LLMProposer(FakeClient("not asked")).propose(sat, "sampling")
     assert down.actions == (DownweightTask("cold"),) and down.source == "rule"
+
+
+# ------------------------------------------------------------------------------ field texts, split, replace, history
+
+@pytest.mark.parametrize("text, pitfall, want", [
+    ("Recommends rest.", False, "Recommend rest."),
+    ("The response mentions honey or lemon.", False, "Mention honey or lemon."),
+    ("The answer applies the formula correctly.", False, "Apply the formula correctly."),
+    ("Addresses the user by name.", False, "Address the user by name."),
+    ("The response should cite a source.", False, "Cite a source."),
+    ("Is under 60 words.", False, "Be under 60 words."),
+    ("Claims that cellulose dissolves in water.", True, "Do not claim that cellulose dissolves in water."),
+    ("Stays on topic.", False, "Stay on topic."),
+    ("Accuracy of the dosage.", False, None),  # no third-person verb to turn: no rewording
+])
+def test_a_criterion_is_reworded_as_an_instruction_not_repeated(text, pitfall, want):
+    from harnessrl_jax.evolver.fields import second_person
+
+    assert second_person(text, pitfall) == want
+
+
+def test_the_criterion_field_quotes_the_satisfying_sentence_of_an_earlier_answer():
+    from harnessrl_jax.evolver.fields import Example, criterion_field
+
+    c = kw("cold/c2", "Mentions honey.", 2, r"\bhoney")
+    earlier = Example("Rest well. A spoon of honey in tea calms the throat. Drink water.", "own", "draw:3")
+    assert criterion_field(c.text, c.points, c, earlier) == \
+        'An earlier answer that got this right said: "A spoon of honey in tea calms the throat."'
+    assert criterion_field(c.text, c.points, c, None) == "Mention honey. (for example with the word: honey)"
+    assert criterion_field("Tone.", 1.0) == "Your answer should satisfy this: Tone."  # no verb: said as a target
+
+
+@pytest.mark.parametrize("text, parts", [
+    ("Names the reaction and gives its product.", ["Names the reaction.", "Gives its product."]),
+    ("The response explains the cause; the response gives a remedy.",
+     ["The response explains the cause.", "The response gives a remedy."]),
+    ("Explains the cause, names the remedy and warns about aspirin.",
+     ["Explains the cause.", "Names the remedy.", "Warns about aspirin."]),
+    ("Recommends rest, fluids and honey.", None),  # a noun list shares one verb: not three checks
+    ("Is accurate.", None),
+])
+def test_a_compound_criterion_splits_into_its_parts(text, parts):
+    from harnessrl_jax.evolver.tightening import split_parts
+
+    assert split_parts(text) == parts
+
+
+def test_a_spurious_llm_criterion_can_be_split_or_replaced_by_a_stricter_new_one():
+    crits = [llm("t/c0", "Names glucose as the monomer.", 4),
+             llm("t/c1", "Explains the cause and gives a remedy.", 2), llm("t/c2", "Is accurate.", 2)]
+    responses = [f"Answer {j}: rest and fluids. All requirements have been met." for j in range(4)]
+    responses += [f"Answer {j}: rest, fluids, and see a doctor if it lasts." for j in range(4)]
+    state = HarnessState.from_tasks([make_task("t", crits)], anchors={"t": ["t/c0"]})
+    ctx = context(crits, responses, None, tid="t", S=[[1] * 8, [1] * 4 + [0] * 4, [1, 0] * 4], state=state)
+    assert ctx.attribution.get("t/c1").label == Label.SPURIOUS
+    variants = {v.name: v for v in RuleProposer().variants(ctx, "rubric")}
+    split = variants["split t/c1"].make(1.0)
+    (act,) = split.actions
+    assert isinstance(act, ops.SplitCriterion) and act.texts == ("Explains the cause.", "Gives a remedy.")
+    new = applies(ctx, split).rubric_of("t")
+    assert [c.parent_ids for c in new if c.parent_ids] == [("t/c1",), ("t/c1",)]
+    replace = variants["replace t/c1"].make(1.0)
+    assert [type(a).__name__ for a in replace.actions] == ["DeleteCriterion", "CreateCriterion"]
+    after = applies(ctx, replace).rubric_of("t")
+    assert "t/c1" not in [c.id for c in after] and "Only substantive fulfilment counts" in after[-1].text
+
+
+def test_an_update_accepted_and_later_undone_is_not_proposed_again():
+    from harnessrl_jax.memory import ActionRecord, Update
+
+    ctx = context()
+    first = RuleProposer().propose(ctx, "guidance")
+    undone = ActionRecord("guidance", "add_field", "accepted", changes=ctx.changes(first.actions))
+    again = context(updates=(Update(3, undone, undone=True),))
+    nxt = RuleProposer().propose(again, "guidance")
+    assert nxt is not None and nxt.variant != first.variant  # the same fields are not mounted again
+    kept = context(updates=(Update(3, undone, undone=False),))  # accepted and never undone: no objection
+    assert RuleProposer().propose(kept, "guidance").variant == first.variant
