@@ -36,6 +36,27 @@ def parse_arg(arg, **defaults):
     return opts
 
 
+# The paper's ablation rows (methods.md 3.9) as config.harness switches; `no_critic_no_memory` is the cumulative
+# row ("- critic - memory"); `no_memory` alone is a supplementary row, not one of the paper's.
+ABLATIONS = {
+    "": {},
+    "no_critic": {"no_critic": True},
+    "no_critic_no_memory": {"no_critic": True, "no_memory": True},
+    "no_memory": {"no_memory": True},
+    "only_guidance": {"only_guidance": True},
+    "only_rubric": {"only_rubric": True},
+    "only_sampling": {"only_sampling": True},
+}
+
+
+def apply_ablation(c, name: str):
+    """Sets the config.harness switches of ablation `name` (ABLATIONS); returns the config."""
+    if name not in ABLATIONS:
+        raise ValueError(f"ablation={name!r}: known ablations {', '.join(sorted(k for k in ABLATIONS if k))}")
+    c.harness.update(ABLATIONS[name])
+    return c
+
+
 def get_config(arg=None):
     from harnessrl_jax.evolver import AttributorConfig, ProposerConfig
 

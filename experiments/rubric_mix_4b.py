@@ -10,6 +10,7 @@
         --config.judge.base_url=http://judge:30000/v1 --config.judge.model=gemma-4-31b-it \\
         --config.memory.embedder=/models/bge-base-en-v1.5 --config.harness.cold_start=$RUN/cold_start.json
     python launch/train.py --config=experiments/rubric_mix_4b.py:method=grpo ...         # the GRPO baseline
+    python launch/train.py --config=experiments/rubric_mix_4b.py:ablation=no_critic_no_memory ...   # an ablation row
 
 Nothing is downloaded: model_name is a local HF directory (config.json + *.safetensors + tokenizer files) and
 tasks.path a local JSONL task file. The paper's policy is Qwen3.5-4B, whose hybrid architecture (Gated DeltaNet +
@@ -26,7 +27,7 @@ from experiments import base
 
 
 def get_config(arg=None):
-    opts = base.parse_arg(arg, method="harnessrl")
+    opts = base.parse_arg(arg, method="harnessrl", ablation="")
     c = base.get_config()
     c.method = opts.method
     c.total_steps = 500
@@ -54,4 +55,4 @@ def get_config(arg=None):
     c.memory.min_cosine = 0.82
     c.memory.calibrated_for = "bge-base-en-v1.5"
     c.checkpoint = dict(every=25, max_to_keep=4, async_save=True)
-    return c
+    return base.apply_ablation(c, opts.ablation)

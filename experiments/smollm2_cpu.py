@@ -3,7 +3,9 @@
     python launch/train.py --config=experiments/smollm2_cpu.py --workdir=/tmp/smollm2_cpu
     python launch/train.py --config=experiments/smollm2_cpu.py:method=harnessrl --workdir=runs/demo  # `make demo`
 
-Option `method=NAME` picks the method (grpo by default); the memory's semantic index uses the bundled MiniLM.
+Options: `method=NAME` picks the method (grpo by default); `ablation=NAME` one of HarnessRL's ablation rows
+(base.ABLATIONS: no_critic, no_critic_no_memory (the paper's cumulative row), no_memory, only_guidance,
+only_rubric, only_sampling). The memory's semantic index uses the bundled MiniLM.
 
 Only `verifier:rule` criteria are scored (no LLM judge on the CPU default); the others count as not judged. Other
 tasks: `--config.tasks.source=jsonl --config.tasks.path=FILE.jsonl`. Needs the GGUF weights:
@@ -14,7 +16,7 @@ from experiments import base
 
 
 def get_config(arg=None):
-    opts = base.parse_arg(arg, method="grpo")
+    opts = base.parse_arg(arg, method="grpo", ablation="")
     c = base.get_config()
     c.method = opts.method
     c.total_steps = 20
@@ -35,4 +37,4 @@ def get_config(arg=None):
     c.checkpoint.every = 5
     # A <criterion> and a <critique> take ~60 SmolLM2 tokens, a <reference> of two examples up to ~150 (cut to fit).
     c.harness.max_guidance_tokens = 192
-    return c
+    return base.apply_ablation(c, opts.ablation)

@@ -289,3 +289,37 @@ def test_llm_proposer_and_hacking_check_run_against_a_real_model_server(tmp_path
             assert r["verdict"] == "rejected" and r["reason"] and c["actions"] == []
     metrics = read_jsonl(os.path.join(workdir, "metrics.jsonl"))
     assert len(metrics) == 1 and np.isfinite(metrics[0]["train/loss"])
+
+
+@pytest.mark.parametrize("ablation", ["no_critic", "no_critic_no_memory", "no_memory", "only_guidance",
+                                      "only_rubric", "only_sampling"])
+def test_the_ablation_rows_are_configs(ablation):
+    from experiments import base, smollm2_cpu
+
+    config = smollm2_cpu.get_config(f"method=harnessrl,ablation={ablation}")
+    assert all(config.harness[k] == v for k, v in base.ABLATIONS[ablation].items())
+    m = methods.describe(config)
+    assert m.critic == ("no_critic" not in ablation) and m.memory == ("no_memory" not in ablation)
+    with pytest.raises(ValueError, match="known ablations"):
+        smollm2_cpu.get_config("ablation=no_evolver")
+
+
+def test_the_guidance_metrics_count_what_did_not_fit(tiny_setup, tmp_path):
+    from harnessrl_jax.harness import AddField, apply
+    from harnessrl_jax.harness.render import render_prompt
+
+    config = tiny()
+    bare = max(len(render_prompt(tiny_setup.tokenizer, t.prompt, tokenize=True)) for t in tiny_setup.tasks)
+    run = dataclasses.replace(tiny_setup, config=config, prompt_limit=bare + 60)
+    stepper = loop.Stepper(run, methods.describe(config), str(tmp_path))
+    stepper.start(None)
+    huge = "say honey. " * 40
+    stepper.harness = apply(stepper.harness, [AddField("say-honey", "criterion", huge, "say-honey/word"),
+                                              AddField("say-honey", "critique", huge, "say-honey/word"),
+                                              AddField("say-q", "criterion", "say q.", "say-q/q")])
+    seed = loop.step_seed(build.initial_state(run), 0)
+    idx, _ = stepper.sampler.draw(stepper.harness, seed, config.tasks_per_step)
+    _, metrics, _ = stepper.step(build.initial_state(run), 0)
+    stepper.close()
+    honey = sum(i == 1 for i in idx)
+    assert metrics["guidance/over_budget"] == honey and metrics["guidance/guided_groups"] == len(idx) - honey
