@@ -51,7 +51,7 @@ APPLY_ORDER = INTERFACES  # accepted candidates of one task apply sampling, guid
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Group:
-    """One drawn task's group: the task record (prompt, reference), its J responses and S [K, J] under the
+    """One drawn task's group: the task record (its prompt), its J responses and S [K, J] under the
     harness's current rubric of the task, rows in the harness's criterion order."""
 
     task: Task

@@ -4,8 +4,8 @@
   rest."), or, when an earlier response of this task or a donor task met it, a quote of that satisfying behaviour;
   never the criterion repeated verbatim;
 - <reference>: example responses, one that meets the criterion and, when there is one, one that does not, taken
-  from the task's own history or from donor tasks found by the semantic index (never the dataset's reference
-  response, which describes the corpus only);
+  from the task's own history or from donor tasks found by the semantic index (the dataset's reference response
+  describes the corpus only and is used only when a run opts in, config.harness.use_dataset_reference);
 - <critique>: the last group's shortfall.
 """
 
@@ -61,7 +61,7 @@ class Example:
     or this step's group; `donor`: a related criterion of another task) with the evidence id to cite."""
 
     text: str
-    source: str  # own | donor
+    source: str  # own | donor | dataset
     evidence_id: str
 
 

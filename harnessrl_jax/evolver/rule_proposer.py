@@ -162,7 +162,8 @@ class RuleProposer:
 
     def examples(self, ctx: TaskContext, c: RubricCriterion) -> tuple[Example | None, Example | None]:
         """(an answer that meets criterion c, one that does not): the positive from an earlier draw of this task
-        (any wording of c), else from a donor task; the negative from this step's group, else from the donor."""
+        (any wording of c), else the task's dataset reference when the run allows it (off by default), else from a
+        donor task; the negative from this step's group, else from the donor."""
         n = self.config.reference_chars
         positive = negative = None
         for r in ctx.history:
@@ -172,6 +173,9 @@ class RuleProposer:
                 if hit.size:
                     positive = Example(r.responses[hit[0]][: 4 * n], "own", f"draw:{r.draw_id}")
                     break
+        if positive is None and ctx.task.reference and c.points > 0:
+            # Only present under config.harness.use_dataset_reference (loop.training_tasks drops it otherwise).
+            positive = Example(ctx.task.reference[: 4 * n], "dataset", "task:reference")
         if positive is None:
             for d in ctx.donors.get(c.id, ()):
                 if d.satisfying:
@@ -395,6 +399,7 @@ class RuleProposer:
                                     [act], f"{c.id} is saturated; threshold {old} -> {new} fails {fail:.0%} of the "
                                            f"group", strength=fail))
         positives = [e.response for d in ctx.donors.get(c.id, ()) for e in d.satisfying]
+        positives += [ctx.task.reference] if ctx.task.reference else []  # only under use_dataset_reference
         if c.to_criterion().rule_id == "keywords:existence" and positives:
             kws = list(c.to_criterion().rule_kwargs.get("keywords", []))
             for word, fail in positive_keywords(c, positives, ctx.responses, self.config.tighten_fail_rates,

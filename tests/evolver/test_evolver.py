@@ -18,14 +18,13 @@ from harnessrl_jax.memory import DrawRecord
 COLD = [kw("cold/c0", "Recommends rest.", 3, r"\brest"), kw("cold/c1", "Recommends drinking fluids.", 3, "(fluid|water)"),
         kw("cold/c2", "Mentions honey.", 2, "honey"), words_under("cold/c3", 60)]
 FLU = [kw("flu/c0", "Mentions fever.", 2, "fever"), kw("flu/c1", "Advises seeing a doctor.", 2, "doctor")]
-REF = "Get plenty of rest, drink fluids, and try honey in warm tea with lemon."
 PLAIN = ["Rest at home and drink water; soup helps too.", "Rest a lot and drink fluids often, with lemon.",
          "Get rest and keep drinking water through the day.", "Plenty of rest and fluids will help you.",
          "Rest, water and patience: the cold passes in a week, so rest.", "You should rest and drink water.",
          "Rest well, and drink enough fluid every hour of the day.", "Drink water and rest as much as you can."]
 FLU_RESP = [f"A fever that lasts, case {j}, means you should see a doctor." if j % 2 else f"Rest, case {j}."
             for j in range(8)]
-TASKS = [make_task("cold", COLD, REF), make_task("flu", FLU, None)]
+TASKS = [make_task("cold", COLD), make_task("flu", FLU)]  # as training sees them: no dataset reference
 
 
 def guided_policy(task, fields):

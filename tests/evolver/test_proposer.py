@@ -33,7 +33,8 @@ PLAIN = ["Rest at home and drink water; soup helps too.", "Rest a lot and drink 
 ONE_GROUP_BLIND = AttributorConfig(blind_window=1)
 
 
-def context(criteria=COLD, responses=PLAIN, reference=REF, **kw):
+def context(criteria=COLD, responses=PLAIN, reference=None, **kw):
+    """A context as the loop builds it: the task without its dataset reference (loop.training_tasks drops it)."""
     return build_context(criteria, responses, reference, **{"tid": "cold", "history": (), "config": ONE_GROUP_BLIND,
                                                             **kw})
 
@@ -82,7 +83,7 @@ def test_blind_mounts_a_quoted_criterion_and_examples_from_the_tasks_history():
 def test_blind_with_no_example_of_its_own_borrows_a_donor_from_the_semantic_index(memory):
     donor_task = make_task("flu", [kw("flu/c0", "Mentions honey.", 2, "honey"), COLD[0]])
     met = ["Honey in warm water soothes a sore throat, and rest helps."] + PLAIN[1:]
-    task = make_task("cold", COLD, REF)
+    task = make_task("cold", COLD)
     h = HarnessState.from_tasks([task, donor_task])
     S = regrade_with_rules(task, PLAIN, h.criteria("cold"))
     memory.append_step(2, [draw(2, "cold", COLD, PLAIN, S)])  # honey unmet once before: the window of 2 fills
@@ -465,3 +466,11 @@ def test_an_update_accepted_and_later_undone_is_not_proposed_again():
     assert nxt is not None and nxt.variant != first.variant  # the same fields are not mounted again
     kept = context(updates=(Update(3, undone, undone=False),))  # accepted and never undone: no objection
     assert RuleProposer().propose(kept, "guidance").variant == first.variant
+
+
+def test_the_dataset_reference_is_a_positive_only_when_the_run_opts_in():
+    # loop.training_tasks keeps a task's reference only under config.harness.use_dataset_reference.
+    cand = RuleProposer().propose(context(reference=REF), "guidance")
+    assert cand.reference_source == "dataset" and "task:reference" in cand.evidence_ids
+    assert REF in [a.text for a in cand.actions if a.field == "reference"][0]
+    assert RuleProposer().propose(context(), "guidance").reference_source is None
