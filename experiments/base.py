@@ -74,10 +74,10 @@ def get_config(arg=None):
     # Tasks: "bundled" reads a set shipped with the package (harnessrl_jax/data/<name>/<split>.jsonl), "jsonl"
     # any task file (rubric.schema.load_tasks), "toy" builds the letter tasks in code. `sampler`: 'harness' draws
     # i.i.d. from the harness's Cat(p_t) (every method, so methods differ only in their parts); 'epoch' draws
-    # uniformly without replacement per epoch (only where the sampling interface is frozen). `subset` n > 0 trains
-    # on a seeded random n of the tasks (a short run then draws each several times).
+    # uniformly without replacement per epoch (only where the sampling interface is frozen). `domain` keeps one
+    # domain's tasks; `subset` n > 0 trains on a seeded random n of them (a short run then draws each several times).
     c.tasks = dict(source="bundled", name="mini", split="train", path="", letters="q", thresholds=(1, 3),
-                   sampler="harness", subset=0)
+                   sampler="harness", domain="", subset=0)
 
     # Rollouts (HarnessRL: 512 tasks x J = 8 per step, temperature 1.0).
     c.tasks_per_step = 512

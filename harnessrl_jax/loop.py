@@ -193,7 +193,8 @@ def training_tasks(config, tasks: Sequence[Task]) -> tuple[list[Task], int]:
     """(tasks as every method trains them, number of LLM criteria dropped): without an LLM judge (judge.kind
     'rule') only rule criteria stay, and a task left with no positive criterion is dropped; dataset references are
     removed unless config.harness.use_dataset_reference (they describe the corpus only: paper sec. 5.1). With
-    config.tasks.subset = n > 0, a seeded random n of them (a short run that draws each task several times)."""
+    config.tasks.domain set, that domain's tasks only; with config.tasks.subset = n > 0, a seeded random n of them
+    (a short run that draws each task several times)."""
     keep_reference = bool(config.harness.get("use_dataset_reference", False))
     out, dropped = [], 0
     for t in tasks:
@@ -209,6 +210,11 @@ def training_tasks(config, tasks: Sequence[Task]) -> tuple[list[Task], int]:
     if not out:
         raise ValueError("no task has a positive rule criterion: set --config.judge.kind and its server for an LLM "
                          "judge")
+    domain = config.tasks.get("domain", "")
+    if domain:
+        out = [t for t in out if t.domain == domain]
+        if not out:
+            raise ValueError(f"--config.tasks.domain={domain!r}: no training task of that domain")
     n = int(config.tasks.get("subset", 0) or 0)
     if 0 < n < len(out):
         keep = np.sort(np.random.default_rng(config.seed).choice(len(out), n, replace=False))
@@ -221,14 +227,15 @@ def build_evolver(config, method: Method, memory: Memory | None, client=None) ->
     no interface it only attributes. `client` is the evolver model's (build.build_evolver_client)."""
     h = config.harness
     cold = ColdStart.load(h.cold_start) if h.cold_start else None
-    if client is None and (h.proposer == "llm" or h.llm_check):
+    llm_proposer = h.proposer == "llm" and not method.frozen
+    if client is None and (llm_proposer or h.llm_check):
         raise ValueError("config.harness.proposer='llm' / llm_check: build_evolver needs the evolver model's client")
     embed, min_cosine = None, float(config.memory.min_cosine)
     if memory is not None and memory.semantic is not None:
         embed = memory.semantic.embedder.encode  # near-duplicate merges by embedding
     rules = RuleProposer(configs.proposer_config(config), embed=embed, min_cosine=min_cosine,
                          transitions=method.transitions)
-    proposer = LLMProposer(client, fallback=rules, transitions=method.transitions) if h.proposer == "llm" else rules
+    proposer = LLMProposer(client, fallback=rules, transitions=method.transitions) if llm_proposer else rules
     attributor = Attributor(configs.attributor_config(config, cold),
                             llm_check=LLMHackingCheck(client) if h.llm_check else None)
     critic = Critic(configs.bands(config, cold), transitions=method.transitions, enabled=method.critic,
@@ -294,7 +301,8 @@ class Stepper:
             positions = extra["memory"] if extra else -1  # fresh: drop whatever an earlier run left
             self.memory = Memory.open(os.path.join(self.workdir, "memory"), embedder=configs.embedder(config),
                                       positions=positions)
-        if not self.method.frozen:
+        h = config.harness
+        if h.llm_check or (h.proposer == "llm" and not self.method.frozen):  # the check observes every method
             self.client = build.build_evolver_client(config)
         self.evolver, cold = build_evolver(config, self.method, self.memory, self.client)
         if extra:

@@ -27,6 +27,8 @@ flags.DEFINE_string("workdir", os.path.join(REPO, "runs", "demo"), "Run director
 flags.DEFINE_integer("steps", 12, "Training steps (sized so the demo ends within 15 minutes on 2 CPU cores).")
 flags.DEFINE_integer("tasks", 8, "Training tasks (a seeded subset of the mini set), so each is drawn several times "
                      "and the attributor's persistence windows fill.")
+flags.DEFINE_string("domain", "medical", "The subset's domain: its tasks share criteria, so the semantic index finds "
+                    "donors ('' for any domain).")
 flags.DEFINE_multi_string("override", [], "Extra --config.key=value settings passed to launch/train.py.")
 FLAGS = flags.FLAGS
 
@@ -40,9 +42,10 @@ def main(argv):
         shutil.rmtree(workdir)  # a fresh run each time: never resume an old demo
     cmd = [sys.executable, os.path.join(REPO, "launch", "train.py"), "--config=experiments/smollm2_cpu.py:method=harnessrl",
            f"--workdir={workdir}", f"--config.total_steps={FLAGS.steps}", f"--config.tasks.subset={FLAGS.tasks}",
+           f"--config.tasks.domain={FLAGS.domain}",
            *(f"--config.{o.removeprefix('--config.')}" for o in FLAGS.override)]
-    print(f"HarnessRL demo: SmolLM2-135M-Instruct on {FLAGS.tasks} tasks of the mini set, {FLAGS.steps} steps -> "
-          f"{workdir}", flush=True)
+    print(f"HarnessRL demo: SmolLM2-135M-Instruct on {FLAGS.tasks} {FLAGS.domain or 'mixed'} tasks of the mini set, "
+          f"{FLAGS.steps} steps -> {workdir}", flush=True)
     start = time.perf_counter()
     subprocess.run(cmd, cwd=REPO, check=True)  # progress lines go straight to the terminal
     minutes = (time.perf_counter() - start) / 60
