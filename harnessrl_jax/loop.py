@@ -337,6 +337,7 @@ class Stepper:
 
         # --- sample tasks, render, roll out
         start = time.perf_counter()
+        judge_before = dict(getattr(run.judge, "stats", {}) or {})
         seed = step_seed(state, step)
         idx, u = self.sampler.draw(H, seed, cfg.tasks_per_step)
         tasks = [self.tasks[i] for i in idx]
@@ -354,6 +355,8 @@ class Stepper:
         timer = {"critic": 0.0, "resampled": 0}
         draws = [Group(t, tuple(r), s) for t, r, s in zip(tasks, groups.responses, S)]
         result = self.evolver.step(step, draws, H, memory=self.memory, hooks=critic_hooks(run, seed, timer))
+        timings["time/evolver"] = time.perf_counter() - start
+        start = time.perf_counter()
         if self.memory is not None:
             self.memory.append_step(step, [
                 DrawRecord(step, t.id, tuple(c.id for c in H.rubric_of(t.id)),
@@ -364,7 +367,7 @@ class Stepper:
                            **result.draw_fields(n))
                 for n, (t, r, s, rw) in enumerate(zip(tasks, groups.responses, S, rewards))])
         H_next = method.transitions.advance_schedule(result.state, step + 1, cfg.total_steps)
-        timings["time/evolver"] = time.perf_counter() - start
+        timings["time/memory"] = time.perf_counter() - start
         timings["time/critic"] = timer["critic"]
 
         # --- advantages under the rubric before or after this step's update
@@ -395,6 +398,10 @@ class Stepper:
             "sampling/u_mean": float(np.mean(u)), "sampling/u_max": float(np.max(u)),
             "judge/dropped_llm_criteria": float(self.dropped_llm),
         })
+        # The LLM judge's cost this step (scoring, the critic's regrades, the 'after' regrade): calls and tokens.
+        judge_after = dict(getattr(run.judge, "stats", {}) or {})
+        for k in ("calls", "input_tokens", "output_tokens"):
+            metrics[f"judge/{k}"] = float(judge_after.get(k, 0) - judge_before.get(k, 0))
         return state, {**metrics, **train_metrics, **timings}, result.harness_records()
 
     def _harness_metrics(self, result, H, H_next, idx, groups: Groups, timer) -> dict[str, float]:

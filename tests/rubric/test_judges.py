@@ -796,6 +796,8 @@ def test_llama_server_judge_routed_with_rules(llama_server):
     responses = ["The sea sings softly to the moon.", "Water is wet."]
     with RoutingJudge(llama_judge(llama_server)) as judge:
         m = judge.score(task, responses)
+        stats = judge.stats  # the HTTP judge's counters (the rule checkers keep none): what a step's cost logs
+    assert stats["calls"] == 2 and stats["input_tokens"] > 0 and stats["output_tokens"] > 0
     assert m.judges == ("rule", "openai-chat:smollm2", "rule")
     assert m.verdicts[0].tolist() == [1, 0] and m.verdicts[2].tolist() == [1, 1]
     assert m.status[1].tolist() == [OK, OK]

@@ -57,6 +57,15 @@ class RoutingJudge(Judge):
                 parts[i].append((picks[i], m))
         return [ScoreMatrix.merge(p, len(cs), len(rs)) for p, cs, rs in zip(parts, criteria, responses)]
 
+    @property
+    def stats(self) -> dict[str, int]:
+        """The counters of the routed judges that keep them (the HTTP judges: calls, requests, tokens), summed."""
+        out: dict[str, int] = {}
+        for judge in self.routes.values():
+            for k, v in (getattr(judge, "stats", None) or {}).items():
+                out[k] = out.get(k, 0) + int(v)
+        return out
+
     def close(self) -> None:
         for judge in self.routes.values():
             judge.close()
