@@ -16,6 +16,7 @@ import logging
 from typing import Any, Callable, Sequence
 
 import jax
+import numpy as np
 
 from harnessrl_jax.models import init_params, load_pretrained, preset_config
 from harnessrl_jax.models.llama import ModelConfig, Params
@@ -101,6 +102,39 @@ def build_tasks(config) -> list[Task]:
                 except (KeyError, ValueError) as e:
                     raise ValueError(f"task {task.id!r}, criterion {c.id!r}: {e}") from None
     return tasks
+
+
+def training_tasks(config, tasks: Sequence[Task]) -> tuple[list[Task], int]:
+    """(tasks as every method trains them, number of LLM criteria dropped): without an LLM judge (judge.kind
+    'rule') only rule criteria stay, and a task left with no positive criterion is dropped; dataset references are
+    removed unless config.harness.use_dataset_reference (they describe the corpus only: paper sec. 5.1). With
+    config.tasks.domain set, that domain's tasks only; with config.tasks.subset = n > 0, a seeded random n of them
+    (a short run that draws each task several times)."""
+    keep_reference = bool(config.harness.get("use_dataset_reference", False))
+    out, dropped = [], 0
+    for t in tasks:
+        crits = t.criteria
+        if config.judge.kind == "rule":
+            crits = tuple(c for c in t.criteria if c.verifier == "rule")
+            dropped += len(t.criteria) - len(crits)
+        if any(c.points > 0 for c in crits):
+            out.append(dataclasses.replace(t, criteria=crits, reference=t.reference if keep_reference else None))
+    if len(out) < len(tasks):
+        logging.warning("dropped %d tasks with no positive rule criterion (no LLM judge configured)",
+                    len(tasks) - len(out))
+    if not out:
+        raise ValueError("no task has a positive rule criterion: set --config.judge.kind and its server for an LLM "
+                         "judge")
+    domain = config.tasks.get("domain", "")
+    if domain:
+        out = [t for t in out if t.domain == domain]
+        if not out:
+            raise ValueError(f"--config.tasks.domain={domain!r}: no training task of that domain")
+    n = int(config.tasks.get("subset", 0) or 0)
+    if 0 < n < len(out):
+        keep = np.sort(np.random.default_rng(config.seed).choice(len(out), n, replace=False))
+        out = [out[i] for i in keep]
+    return out, dropped
 
 
 # ------------------------------------------------------------------------------------------------- set-up

@@ -31,6 +31,7 @@ import numpy as np
 
 from harnessrl_jax import build, configs
 from harnessrl_jax.eval import agreement
+from harnessrl_jax.eval.oracle import rule_oracle_scores
 from harnessrl_jax.evolver import (Attributor, ColdStart, Critic, CriticHooks, Evolver, Group, LLMHackingCheck,
                                    LLMProposer, RuleProposer, task_slice)
 from harnessrl_jax.harness import HarnessState
@@ -159,25 +160,12 @@ def step_seed(state: TrainState, step: int) -> int:
     return int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
 
 
-def oracle_scores(tasks: Sequence[Task], responses: Sequence[Sequence[str]]) -> np.ndarray:
-    """[T, J] oracle score of each rollout: its task's `oracle_criteria`, rule criteria only (analysis, never
-    training); NaN for a task without rule oracle criteria."""
-    judge = RuleJudge()
-    out = np.full((len(tasks), len(responses[0]) if len(responses) else 0), np.nan)
-    for i, (task, rs) in enumerate(zip(tasks, responses)):
-        crits = [c for c in task.oracle_criteria if c.verifier == "rule"]
-        if crits and any(c.points > 0 for c in crits):
-            S = judge.score(task, list(rs), crits).verdicts
-            out[i] = rubric_reward(np.array([c.points for c in crits]), S)
-    return out
-
-
 def oracle_metrics(tasks: Sequence[Task], responses: Sequence[Sequence[str]], rewards: np.ndarray
                    ) -> dict[str, float]:
     """oracle/score_mean and the reward-oracle pair classes over every pair of every group (eval.agreement):
     shares (`oracle/pair_*`, `oracle/agreement` over all pairs, `oracle/agreement_separated`) and the counts
     (`oracle/count/*`, summed over a window of steps by eval.tables)."""
-    oracle = oracle_scores(tasks, responses)
+    oracle = rule_oracle_scores(tasks, responses)
     counts = agreement.total_counts(agreement.group_counts(r, o) for r, o in zip(rewards, oracle))
     valid = oracle[~np.isnan(oracle)]
     out = {"oracle/score_mean": float(valid.mean()) if valid.size else float("nan"),
@@ -187,39 +175,6 @@ def oracle_metrics(tasks: Sequence[Task], responses: Sequence[Sequence[str]], re
 
 
 # -------------------------------------------------------------------------------------------------- the step
-
-
-def training_tasks(config, tasks: Sequence[Task]) -> tuple[list[Task], int]:
-    """(tasks as every method trains them, number of LLM criteria dropped): without an LLM judge (judge.kind
-    'rule') only rule criteria stay, and a task left with no positive criterion is dropped; dataset references are
-    removed unless config.harness.use_dataset_reference (they describe the corpus only: paper sec. 5.1). With
-    config.tasks.domain set, that domain's tasks only; with config.tasks.subset = n > 0, a seeded random n of them
-    (a short run that draws each task several times)."""
-    keep_reference = bool(config.harness.get("use_dataset_reference", False))
-    out, dropped = [], 0
-    for t in tasks:
-        crits = t.criteria
-        if config.judge.kind == "rule":
-            crits = tuple(c for c in t.criteria if c.verifier == "rule")
-            dropped += len(t.criteria) - len(crits)
-        if any(c.points > 0 for c in crits):
-            out.append(dataclasses.replace(t, criteria=crits, reference=t.reference if keep_reference else None))
-    if len(out) < len(tasks):
-        log.warning("dropped %d tasks with no positive rule criterion (no LLM judge configured)",
-                    len(tasks) - len(out))
-    if not out:
-        raise ValueError("no task has a positive rule criterion: set --config.judge.kind and its server for an LLM "
-                         "judge")
-    domain = config.tasks.get("domain", "")
-    if domain:
-        out = [t for t in out if t.domain == domain]
-        if not out:
-            raise ValueError(f"--config.tasks.domain={domain!r}: no training task of that domain")
-    n = int(config.tasks.get("subset", 0) or 0)
-    if 0 < n < len(out):
-        keep = np.sort(np.random.default_rng(config.seed).choice(len(out), n, replace=False))
-        out = [out[i] for i in keep]
-    return out, dropped
 
 
 def build_evolver(config, method: Method, memory: Memory | None, client=None) -> tuple[Evolver, ColdStart | None]:
@@ -282,7 +237,7 @@ class Stepper:
 
     def __init__(self, run: build.Run, method: Method, workdir: str):
         self.run, self.method, self.workdir, config = run, method, workdir, run.config
-        self.tasks, self.dropped_llm = training_tasks(config, run.tasks)
+        self.tasks, self.dropped_llm = build.training_tasks(config, run.tasks)
         if self.dropped_llm:
             log.warning("no LLM judge (config.judge.kind='rule'): %d LLM criteria dropped from the training rubric",
                         self.dropped_llm)
@@ -463,5 +418,5 @@ class Stepper:
         return out
 
 
-__all__ = ["Groups", "Stepper", "build_evolver", "critic_hooks", "compute_advantages", "oracle_metrics", "oracle_scores",
-           "render_prompts", "sample_groups", "score_responses", "step_seed", "train_on_rollouts", "training_tasks"]
+__all__ = ["Groups", "Stepper", "build_evolver", "critic_hooks", "compute_advantages", "oracle_metrics",
+           "render_prompts", "sample_groups", "score_responses", "step_seed", "train_on_rollouts"]

@@ -119,6 +119,7 @@ def main(argv):
     import numpy as np
 
     from harnessrl_jax import build, configs, loop, methods
+    from harnessrl_jax.eval.oracle import rule_oracle_scores
     from harnessrl_jax.evolver import Group
     from harnessrl_jax.harness import HarnessState
     from harnessrl_jax.memory import DrawRecord, Memory
@@ -130,7 +131,7 @@ def main(argv):
     method = methods.describe(config)
     t0 = time.perf_counter()
     run = build.setup(config)
-    tasks, _ = loop.training_tasks(config, run.tasks)
+    tasks, _ = build.training_tasks(config, run.tasks)
     rng = np.random.default_rng(FLAGS.seed)
     tasks = [tasks[i] for i in sorted(rng.choice(len(tasks), min(FLAGS.tasks, len(tasks)), replace=False))]
 
@@ -155,7 +156,7 @@ def main(argv):
     injected, kinds = [], {}
     for t in tasks:
         groups = cached[t.id]
-        oracle = loop.oracle_scores([t, t], groups)
+        oracle = rule_oracle_scores([t, t], groups)
         out = inject(t, groups, oracle, rng)
         if out is None:
             logging.info("task %s: no injection possible from its responses, skipped", t.id)

@@ -59,7 +59,7 @@ def run_cold_start(config, out: str, *, groups: int = 4, regradings: int = 2, ba
         raise cli.UserError(f"--out {out}: directory {out_dir} does not exist")
     configs.validate(config)
     run = build.setup(config)
-    tasks, dropped = loop.training_tasks(config, run.tasks)
+    tasks, dropped = build.training_tasks(config, run.tasks)
     if max_tasks and max_tasks < len(tasks):
         keep = np.sort(np.random.default_rng(config.seed).choice(len(tasks), max_tasks, replace=False))
         tasks = [tasks[i] for i in keep]

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from harnessrl_jax.eval.oracle import rule_oracle_scores
 from harnessrl_jax.eval.stats import bootstrap_mean
 from harnessrl_jax.rubric.schema import Task
 
@@ -190,7 +191,7 @@ def evaluate(run, tasks: Sequence[Task], *, num_samples: int, seed: int, batch_t
         out, responses = groups.rollouts, groups.responses
         S, rewards, _ = loop.score_responses(run.judge, batch, responses)
         seed_rubric.append(_row_means(rewards))
-        oracle.append(_row_means(loop.oracle_scores(batch, responses)))
+        oracle.append(_row_means(rule_oracle_scores(batch, responses)))
         scores += S
         tokens.append(np.asarray(out.lengths, np.float64))
         if progress is not None:

@@ -378,3 +378,19 @@ def _finite(x):
     if isinstance(x, float) and not math.isfinite(x):
         return None
     return x
+
+
+def rule_oracle_scores(tasks: Sequence[Task], responses: Sequence[Sequence[str]]) -> np.ndarray:
+    """[T, J] score of each rollout under its task's rule `oracle_criteria`: the CPU stand-in of the oracle
+    (analysis, never training); NaN for a task without rule oracle criteria."""
+    from harnessrl_jax.rubric.judges import RuleJudge
+    from harnessrl_jax.rubric.reward import rubric_reward
+
+    judge = RuleJudge()
+    out = np.full((len(tasks), len(responses[0]) if len(responses) else 0), np.nan)
+    for i, (task, rs) in enumerate(zip(tasks, responses)):
+        crits = [c for c in task.oracle_criteria if c.verifier == "rule"]
+        if crits and any(c.points > 0 for c in crits):
+            S = judge.score(task, list(rs), crits).verdicts
+            out[i] = rubric_reward(np.array([c.points for c in crits]), S)
+    return out

@@ -174,7 +174,7 @@ class RuleProposer:
                     positive = Example(r.responses[hit[0]][: 4 * n], "own", f"draw:{r.draw_id}")
                     break
         if positive is None and ctx.task.reference and c.points > 0:
-            # Only present under config.harness.use_dataset_reference (loop.training_tasks drops it otherwise).
+            # Only present under config.harness.use_dataset_reference (build.training_tasks drops it otherwise).
             positive = Example(ctx.task.reference[: 4 * n], "dataset", "task:reference")
         if positive is None:
             for d in ctx.donors.get(c.id, ()):

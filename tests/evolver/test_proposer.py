@@ -34,7 +34,7 @@ ONE_GROUP_BLIND = AttributorConfig(blind_window=1)
 
 
 def context(criteria=COLD, responses=PLAIN, reference=None, **kw):
-    """A context as the loop builds it: the task without its dataset reference (loop.training_tasks drops it)."""
+    """A context as the loop builds it: the task without its dataset reference (build.training_tasks drops it)."""
     return build_context(criteria, responses, reference, **{"tid": "cold", "history": (), "config": ONE_GROUP_BLIND,
                                                             **kw})
 
@@ -469,7 +469,7 @@ def test_an_update_accepted_and_later_undone_is_not_proposed_again():
 
 
 def test_the_dataset_reference_is_a_positive_only_when_the_run_opts_in():
-    # loop.training_tasks keeps a task's reference only under config.harness.use_dataset_reference.
+    # build.training_tasks keeps a task's reference only under config.harness.use_dataset_reference.
     cand = RuleProposer().propose(context(reference=REF), "guidance")
     assert cand.reference_source == "dataset" and "task:reference" in cand.evidence_ids
     assert REF in [a.text for a in cand.actions if a.field == "reference"][0]

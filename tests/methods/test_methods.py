@@ -126,12 +126,12 @@ def test_training_tasks_drop_llm_criteria_without_a_judge_and_never_keep_dataset
 
     tasks = data.load_split("mini", "train")
     assert any(t.reference for t in tasks)
-    kept, dropped = loop.training_tasks(tiny(), tasks)
+    kept, dropped = build.training_tasks(tiny(), tasks)
     n_llm = sum(c.verifier != "rule" for t in tasks for c in t.criteria)
     assert dropped == n_llm > 0 and all(c.verifier == "rule" for t in kept for c in t.criteria)
     assert not any(t.reference for t in kept)
     config = tiny(use_dataset_reference=True)
-    assert any(t.reference for t in loop.training_tasks(config, tasks)[0])
+    assert any(t.reference for t in build.training_tasks(config, tasks)[0])
 
 
 # ------------------------------------------------------------------------------------------ one step of each
