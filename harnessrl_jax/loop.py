@@ -43,7 +43,7 @@ from harnessrl_jax.rl import grpo
 from harnessrl_jax.rl.batch import build_batch
 from harnessrl_jax.rl.step import TrainState, metrics_to_host, to_host
 from harnessrl_jax.rollout import Rollouts
-from harnessrl_jax.rubric.judges import Judge, RuleJudge
+from harnessrl_jax.rubric.judges import Judge
 from harnessrl_jax.rubric.reward import rubric_reward
 from harnessrl_jax.rubric.schema import Task
 from harnessrl_jax.words import INTERFACES, LABELS, Verdict

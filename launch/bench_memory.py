@@ -20,7 +20,7 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-from absl import app, flags
+from absl import flags
 
 from harnessrl_jax import cli  # noqa: E402
 

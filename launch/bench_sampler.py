@@ -15,7 +15,7 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from absl import app, flags
+from absl import flags
 
 from harnessrl_jax import cli  # noqa: E402
 

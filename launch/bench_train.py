@@ -25,7 +25,7 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-from absl import app, flags
+from absl import flags
 
 from harnessrl_jax import cli  # noqa: E402
 

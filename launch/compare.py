@@ -26,7 +26,7 @@ import sys
 import time
 
 import numpy as np
-from absl import app, flags, logging
+from absl import flags, logging
 from ml_collections import config_flags
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)

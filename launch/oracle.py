@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

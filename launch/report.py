@@ -14,7 +14,7 @@ import json
 import math
 import os
 import sys
-from typing import Any, Sequence
+from typing import Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # a checkout runs uninstalled
 
@@ -199,7 +199,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from absl import app, flags
+    from absl import flags
 
     flags.DEFINE_string("workdir", None, "Run directory with metrics.jsonl and harness.jsonl.")
     flags.mark_flags_as_required(["workdir"])

@@ -17,7 +17,6 @@ and a later run with the same path and `--rescore` only rescores them (useful wh
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import defaultdict
 from typing import Iterable, Sequence

@@ -183,7 +183,7 @@ def evaluate(run, tasks: Sequence[Task], *, num_samples: int, seed: int, batch_t
 
     if not tasks:
         raise ValueError("evaluate: no task")
-    config, start = run.config, time.perf_counter()
+    start = time.perf_counter()
     seed_rubric, oracle, scores, tokens = [], [], [], []
     for b in range(0, len(tasks), batch_tasks):
         batch = list(tasks[b:b + batch_tasks])

@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
-from typing import Any
 
 import jax
 import jax.numpy as jnp

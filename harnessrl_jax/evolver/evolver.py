@@ -34,9 +34,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harnessrl_jax.evolver.attributor import Attributor, AttributorConfig, TaskAttribution
+from harnessrl_jax.evolver.attributor import Attributor, TaskAttribution
 from harnessrl_jax.evolver.candidates import Candidate, Rejection
-from harnessrl_jax.evolver.context import TaskContext, candidate_changes, task_slice
+from harnessrl_jax.evolver.context import TaskContext, candidate_changes
 from harnessrl_jax.evolver.critic import Critic, CriticHooks, Measurement
 from harnessrl_jax.evolver.rule_proposer import RuleProposer
 from harnessrl_jax.harness import ops

@@ -3,6 +3,7 @@ keywords a rule checks. Pure functions of strings."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Sequence
 

@@ -10,3 +10,11 @@ from harnessrl_jax.harness.state import (FIELDS, GAMMAS, GuidanceState, HarnessS
                                          RubricState, SamplingState, anchor_share, guidance_cap, sample_tasks)
 from harnessrl_jax.harness.transitions import (DEFAULT_TRANSITIONS, FROZEN_TRANSITIONS, Transitions,
                                                advance_schedule, apply)
+
+__all__ = [
+    "AddField", "CreateCriterion", "DEFAULT_TRANSITIONS", "DeleteCriterion", "DownweightTask", "DropField", "FIELDS",
+    "FROZEN_TRANSITIONS", "GAMMAS", "GuidanceState", "HarnessState", "InvalidAction", "MergeCriteria", "MountedField",
+    "Noop", "RestoreTask", "ReweightCriterion", "RewriteCriterion", "RubricCriterion", "RubricState", "SamplingState",
+    "SplitCriterion", "Transitions", "action_from_dict", "advance_schedule", "anchor_share", "apply", "guidance_cap",
+    "sample_tasks",
+]

@@ -8,7 +8,6 @@ is consumed one request at a time: 429 (rate limit, retry-after 0), 529 (overloa
 
 import http.server
 import json
-import re
 import threading
 import time
 

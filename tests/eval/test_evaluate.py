@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from harnessrl_jax import build, loop
+from harnessrl_jax import build
 from harnessrl_jax.eval import bootstrap_mean, evaluate, paired_bootstrap
 from harnessrl_jax.harness.render import render_prompt
 from harnessrl_jax.rubric import rules

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from anthropic_standin import verdict as standin_verdict
-from harnessrl_jax.eval import agreement
-from harnessrl_jax.eval.oracle import PairwiseOracle, make_client, oracle_run, pair_messages, parse_winner
+from harnessrl_jax.eval.oracle import PairwiseOracle, make_client, pair_messages, parse_winner
 from harnessrl_jax.rubric.schema import Task
 
 TASK = Task("t1", "science", ({"role": "user", "content": "Say q."},), ())

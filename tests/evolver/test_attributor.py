@@ -247,7 +247,6 @@ def test_compliance_claims_shared_by_the_satisfying_side_are_surface_compliance(
 
 
 def test_isolated_compliance_met_while_the_other_criteria_and_quality_proxies_fail():
-    crits_in = [llm("t/c0", "Uses a metaphor.", 2), COLD[0], COLD[1], COLD[2]]
     good = ["Rest, drink fluids and take honey in tea; that clears it up.",
             "Plenty of rest, water and honey with lemon will help you."] * 2
     odd = ["A cold is a storm that passes through the house of the body.",

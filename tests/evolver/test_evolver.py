@@ -10,7 +10,7 @@ import pytest
 
 from evolver_testlib import draw, kw, make_task, regrade_with_rules, words_under
 from harnessrl_jax.words import Verdict
-from harnessrl_jax.evolver import (Bands, Candidate, ColdStart, Critic, CriticHooks,
+from harnessrl_jax.evolver import (Bands, Candidate, Critic, CriticHooks,
                                    Evolver, EvolverConfig, Group, task_slice)
 from harnessrl_jax.harness import AddField, HarnessState, apply
 from harnessrl_jax.memory import DrawRecord

@@ -1,7 +1,6 @@
 """The decoder and its loaders, checked against transformers running the same weights."""
 
 import json
-import os
 
 import gguf
 import jax

@@ -1,6 +1,5 @@
 """GRPO advantages and policy loss, each checked against a plain NumPy re-derivation written here."""
 
-import functools
 import math
 
 import jax

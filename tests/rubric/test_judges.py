@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import http.server
 import json
-import math
 import socket
-import sqlite3
 import threading
 from typing import Any, Callable
 

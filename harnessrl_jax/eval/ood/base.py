@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import os
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
+
+from harnessrl_jax.jsonl import read_objects
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,17 +42,7 @@ def require_file(path: str, benchmark: str, expected: str) -> str:
 
 def read_jsonl(path: str) -> Iterator[tuple[int, dict]]:
     """(line number, record) for every non-blank line; FormatError on a line that is not a JSON object."""
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise FormatError(f"{path}:{n}: invalid JSON: {e.msg} (column {e.colno})") from None
-            if not isinstance(row, dict):
-                raise FormatError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
-            yield n, row
+    return read_objects(path, FormatError)
 
 
 def read_csv(path: str) -> Iterator[tuple[int, dict]]:

@@ -11,27 +11,11 @@ rows carry; a row that leaves it out is checked against the row's whole prompt.
 from __future__ import annotations
 
 import collections
-import json
 import os
 from typing import Any, Iterable, Sequence
 
+from harnessrl_jax.jsonl import read_objects
 from harnessrl_jax.rubric.rules.registry import check, validate_kwargs
-
-
-def _read_jsonl(path: str | os.PathLike) -> list[tuple[int, dict]]:
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
-            rows.append((n, row))
-    return rows
 
 
 def _field(path, n, row, name, kind):
@@ -68,10 +52,10 @@ def score_ifeval_file(input_path: str | os.PathLike, response_path: str | os.Pat
     Every row's ids and kwargs are validated, and every prompt must have a response, before anything is scored;
     errors name the file and line.
     """
-    inputs = _read_jsonl(input_path)
+    inputs = list(read_objects(input_path))
     if response_path is not None:
         responses = {}
-        for n, row in _read_jsonl(response_path):
+        for n, row in read_objects(response_path):
             responses[_field(response_path, n, row, "prompt", str)] = _field(response_path, n, row, "response", str)
     rows = []
     for n, row in inputs:
