@@ -153,7 +153,10 @@ def get_config(arg=None):
     # a batch of LLM-judged cells (a step's scoring, a critic regrade) with more than max_failed_fraction of them
     # unanswered (error, timeout) is asked again after outage_pause_s seconds, up to outage_retries times; a judge
     # still down stops the run with a checkpoint of the last complete step. Unparsed answers are counted, not retried.
+    # max_retries, timeout_s and max_concurrency are the HTTP client's own: retries of one request (with backoff),
+    # its read timeout, and calls in flight at once.
     c.judge = dict(kind="rule", base_url="", model="", api_key_env="", structured_output="",
+                   max_retries=3, timeout_s=60.0, max_concurrency=8,
                    max_failed_fraction=0.02, outage_pause_s=30.0, outage_retries=3)
 
     c.report = True  # write report.html (launch/report.py) into the run directory at the end

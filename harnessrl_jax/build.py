@@ -256,6 +256,10 @@ def _llm_judge(j, name: str | None = None, max_tokens: int | None = None) -> Jud
     extra: dict[str, Any] = {} if max_tokens is None else {"max_tokens": int(max_tokens)}
     if name:
         extra["name"] = name
+    # The client's own schedule (per request): retries with backoff, the read timeout, calls in flight.
+    for key, cast in (("max_retries", int), ("timeout_s", float), ("max_concurrency", int)):
+        if j.get(key) is not None:
+            extra[key] = cast(j[key])
     if j.kind == "openai":
         from harnessrl_jax.rubric.judges import OpenAIJudge
 

@@ -204,6 +204,9 @@ def check(config) -> list[str]:
         _check(p, bool(j.model), "--config.judge.model is empty: the Anthropic model to judge with")
     _check(p, 0.0 <= float(j.get("max_failed_fraction", 0.0)) < 1.0,
            f"--config.judge.max_failed_fraction={j.get('max_failed_fraction')}: must be in [0, 1)")
+    for key, low in (("max_retries", 0), ("max_concurrency", 1)):
+        _check(p, int(j.get(key, low)) >= low, f"--config.judge.{key}={j.get(key)}: must be >= {low}")
+    _check(p, float(j.get("timeout_s", 1.0)) > 0, f"--config.judge.timeout_s={j.get('timeout_s')}: must be > 0")
     for section in ("judge", "evolver_model"):
         s = config[section]
         _check(p, float(s.get("outage_pause_s", 0.0)) >= 0,

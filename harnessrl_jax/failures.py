@@ -15,8 +15,10 @@ criteria, are asked again (no sampling, no RNG), up to `outage_retries` times; a
 the server, the failure kinds and how to resume. Unparsed cells are counted and shown but do not stop a run:
 asking again returns the same answer (the server is up; its answers are the problem).
 
-Evolver model and oracle. Their calls decide one harness update or one pairwise verdict each, so any call that
-fails after the client's retries is asked again after the pause, and a model still down raises `ModelOutage`.
+Evolver model. Each call decides a harness update, so any call that fails after the client's retries (no answer:
+connection, 5xx, timeout) is asked again after the pause, and a model still down raises `ModelOutage`; a request the
+server refuses (a 4xx) is passed back to the caller, which records it (a rejected candidate with the reason).
+Oracle (`eval.oracle.oracle_run`): a step's pairwise calls under the judge's rule, its share of unanswered calls.
 
 Secrets never pass through here: servers are named by URL and model, never by the key that reaches them.
 """
@@ -46,12 +48,13 @@ OUTAGE_KINDS = (ERROR, TIMEOUT)  # a server that gave no answer; UNPARSED is an 
 @dataclasses.dataclass(frozen=True)
 class OutagePolicy:
     """How long a run waits for a server that fails: the failed share a batch may have, the pause before a failed
-    batch (or call) is asked again and how many times; `setting` is the config key prefix named in errors."""
+    batch (or call) is asked again and how many times; `setting` is the prefix of the flags errors name
+    ('--config.judge.' for config.judge's outage_retries and outage_pause_s, '--' for a script's own flags)."""
 
     max_failed_fraction: float = 0.02
     pause_s: float = 30.0
     retries: int = 3
-    setting: str = "judge"
+    setting: str = "--config.judge."
 
     def __post_init__(self):
         if not 0.0 <= self.max_failed_fraction < 1.0:
@@ -64,7 +67,7 @@ class OutagePolicy:
         """The policy of a config section (config.judge, config.evolver_model) with keys max_failed_fraction
         (judge only), outage_pause_s and outage_retries; `setting` is the section's name."""
         return cls(float(section.get("max_failed_fraction", 0.0)), float(section.get("outage_pause_s", 30.0)),
-                   int(section.get("outage_retries", 3)), setting)
+                   int(section.get("outage_retries", 3)), f"--config.{setting}.")
 
 
 def server_of(client: Any) -> str:
@@ -95,9 +98,10 @@ class Outage(UserError):
         kinds = ", ".join(f"{k} {n}" for k, n in self.counts.items() if n)
         failed = sum(self.counts.values())
         p = self.policy
-        return (f"the {self.part} at {self.server} stays down: {failed} of {self.total} {self.unit} failed ({kinds}; "
-                f"e.g. {_one_line(self.example)}) after {p.retries} retries {p.pause_s:g} s apart "
-                f"(--config.{p.setting}.outage_retries, --config.{p.setting}.outage_pause_s)")
+        return (f"the {self.part} at {self.server} keeps failing: {failed} of {self.total} {self.unit} got no "
+                f"answer ({kinds}; e.g. {_one_line(self.example)}) after {p.retries} "
+                f"{'retry' if p.retries == 1 else 'retries'}{f' {p.pause_s:g} s apart' if p.retries > 1 else ''} "
+                f"({p.setting}outage_retries, {p.setting}outage_pause_s)")
 
 
 class JudgeOutage(Outage):
@@ -105,7 +109,8 @@ class JudgeOutage(Outage):
 
 
 class ModelOutage(Outage):
-    """The evolver model or the oracle stayed down (one of its calls failed through every retry)."""
+    """The evolver model or the oracle stayed down (a call, or more than the allowed share of a step's calls,
+    failed through every retry)."""
 
 
 # ------------------------------------------------------------------------------------------------------ the judge
@@ -113,11 +118,12 @@ class ModelOutage(Outage):
 
 @dataclasses.dataclass
 class _Counts:
+    # Named apart from the wrapped judge's call counters ('error', 'timeout' count calls there).
     cells: int = 0  # cells asked of an LLM judge, as finally scored
-    unparsed: int = 0
-    error: int = 0
-    timeout: int = 0
-    rule_errors: int = 0  # rule checkers that could not run (not an outage: deterministic, logged by the judge)
+    unparsed_cells: int = 0
+    error_cells: int = 0
+    timeout_cells: int = 0
+    rule_error_cells: int = 0  # rule checkers that could not run (not an outage: deterministic, logged by the judge)
     outage_retries: int = 0  # batches asked again after a pause
     outage_pause_s: float = 0.0
 
@@ -146,8 +152,8 @@ class GuardedJudge(Judge):
 
     @property
     def stats(self) -> dict[str, float]:
-        """The wrapped judge's counters (calls, tokens) and this guard's: `cells`, `unparsed`, `error`, `timeout`,
-        `rule_errors`, `outage_retries`, `outage_pause_s`, all since construction."""
+        """The wrapped judge's counters (calls, tokens) and this guard's: `cells`, `unparsed_cells`, `error_cells`,
+        `timeout_cells`, `rule_error_cells`, `outage_retries`, `outage_pause_s`, all since construction."""
         with self._lock:
             own = dataclasses.asdict(self._counts)
         return {**(getattr(self.judge, "stats", None) or {}), **own}
@@ -183,6 +189,10 @@ class GuardedJudge(Judge):
             self.sleep(self.policy.pause_s)
             mats = self._rescore(tasks, responses, criteria, mats, failed)
         self._count(mats)
+        unparsed = sum(int((m.status[np.isin(m.judges, list(self.remote))] == UNPARSED).sum()) for m in mats)
+        if unparsed > self.policy.max_failed_fraction * cells:  # answered, so not retried: said, not hidden
+            log.warning("judge: %d of %d cells unparsed (answers with no readable verdict); left out of the reward",
+                        unparsed, cells)
         return mats
 
     def _rescore(self, tasks, responses, criteria, mats, failed) -> list[ScoreMatrix]:
@@ -211,13 +221,13 @@ class GuardedJudge(Judge):
             remote = np.isin(m.judges, list(self.remote))
             status = m.status[remote]
             c.cells += int(status.size)
-            c.unparsed += int((status == UNPARSED).sum())
-            c.error += int((status == ERROR).sum())
-            c.timeout += int((status == TIMEOUT).sum())
+            c.unparsed_cells += int((status == UNPARSED).sum())
+            c.error_cells += int((status == ERROR).sum())
+            c.timeout_cells += int((status == TIMEOUT).sum())
             rule = np.isin(m.judges, [n for n in self.local if n != "unjudged"])
-            c.rule_errors += int((m.status[rule] != OK).sum())
+            c.rule_error_cells += int((m.status[rule] != OK).sum())
         with self._lock:
-            for f in ("cells", "unparsed", "error", "timeout", "rule_errors"):
+            for f in ("cells", "unparsed_cells", "error_cells", "timeout_cells", "rule_error_cells"):
                 setattr(self._counts, f, getattr(self._counts, f) + getattr(c, f))
 
     def _outage(self, mats, failed, cells) -> JudgeOutage:
@@ -248,12 +258,13 @@ def judge_step_metrics(before: Mapping[str, float], after: Mapping[str, float], 
     `judge/failed/timeout`, `judge/unparsed`, `judge/failed_fraction`, `judge/rule_errors`, `judge/outage_retries`
     and `judge/outage_pause_s`."""
     d = {k: float(after.get(k, 0)) - float(before.get(k, 0))
-         for k in ("cells", "unparsed", "error", "timeout", "rule_errors", "outage_retries", "outage_pause_s")}
-    failed = d["error"] + d["timeout"]
-    return {f"{prefix}/cells": d["cells"], f"{prefix}/failed": failed, f"{prefix}/failed/error": d["error"],
-            f"{prefix}/failed/timeout": d["timeout"], f"{prefix}/unparsed": d["unparsed"],
+         for k in ("cells", "unparsed_cells", "error_cells", "timeout_cells", "rule_error_cells", "outage_retries",
+                   "outage_pause_s")}
+    failed = d["error_cells"] + d["timeout_cells"]
+    return {f"{prefix}/cells": d["cells"], f"{prefix}/failed": failed, f"{prefix}/failed/error": d["error_cells"],
+            f"{prefix}/failed/timeout": d["timeout_cells"], f"{prefix}/unparsed": d["unparsed_cells"],
             f"{prefix}/failed_fraction": failed / d["cells"] if d["cells"] else 0.0,
-            f"{prefix}/rule_errors": d["rule_errors"], f"{prefix}/outage_retries": d["outage_retries"],
+            f"{prefix}/rule_errors": d["rule_error_cells"], f"{prefix}/outage_retries": d["outage_retries"],
             f"{prefix}/outage_pause_s": d["outage_pause_s"]}
 
 
@@ -315,6 +326,8 @@ class GuardedClient:
                 return out
             with self._lock:
                 self._own["failed_calls"] += 1
+            if not getattr(out, "retryable", True):  # the request was refused, not the server down: the caller
+                return out                            # records it (a rejected candidate, an unanswered check)
             if attempt == self.policy.retries:
                 break
             log.warning("%s: a call failed (%s: %s); asking again in %g s (retry %d of %d)", self.part, out.status,
