@@ -154,7 +154,7 @@ def train(config, workdir: str, stop_after: int | None = None, restore_step: int
     import sqlite3
 
     from harnessrl_jax import build, configs, loop, methods
-    from harnessrl_jax.rl.checkpoint import Checkpointer, DamagedCheckpoint
+    from harnessrl_jax.rl.checkpoint import Checkpointer
     from harnessrl_jax.rl.step import to_host
 
     # --- set-up
@@ -163,15 +163,16 @@ def train(config, workdir: str, stop_after: int | None = None, restore_step: int
     problems = failures.check_workdir(workdir, float(config.checkpoint.get("min_free_mb", 0)))
     if problems:
         raise cli.UserError(problems[0])
-    run = build.setup(config)
-    stepper = loop.Stepper(run, method, workdir)
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), max_to_keep=config.checkpoint.max_to_keep,
                         save_every=config.checkpoint.every, async_save=config.checkpoint.async_save)
-    try:
-        restored = ckpt.restore_intact(run.trainer.abstract_state(), restore_step,
-                                       fallback=on_damaged_checkpoint == "previous")
-    except DamagedCheckpoint as e:
-        raise cli.UserError(str(e)) from None
+    if restore_step is not None and restore_step not in ckpt.all_steps():  # before a model loads for nothing
+        raise cli.UserError(f"--restore_step={restore_step}: no checkpoint {restore_step} under {ckpt.directory} "
+                            f"(there are: {', '.join(map(str, ckpt.all_steps())) or 'none'})")
+    run = build.setup(config)
+    stepper = loop.Stepper(run, method, workdir)
+    # A damaged checkpoint is named in one line (rl.checkpoint.DamagedCheckpoint is a cli.UserError).
+    restored = ckpt.restore_intact(run.trainer.abstract_state(), restore_step,
+                                   fallback=on_damaged_checkpoint == "previous")
     if restored is None:
         state, start = build.initial_state(run), 0
         stepper.start(None)

@@ -3,8 +3,9 @@ attributor's third question.)
 
 CPU signals over one group (`hacking_signals`, each with its measurements): length gaming, keyword stuffing by
 degenerate responses, isolated satisfaction, judge-directed text on the satisfying side (`JUDGE_DIRECTED`: the
-response writes to its grader), and compliance claims / flattery / refusals shared by the satisfying side only; `generic_evidence` for saturation through generic content; `wording_check` for the phrase of a criterion
-that lets surface form pass. `LLMHackingCheck` asks a model through the judge protocol.
+response writes to its grader), and compliance claims / flattery / refusals shared by the satisfying side only;
+`generic_evidence` for saturation through generic content; `wording_check` for the phrase of a criterion that lets
+surface form pass. `LLMHackingCheck` asks a model through the judge protocol.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import orbax.checkpoint as ocp
 
+from harnessrl_jax.cli import UserError
 from harnessrl_jax.rl.step import TrainState
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,9 @@ _SETTLE_S = 0.5  # how long a failed restore waits for TensorStore's threads to 
 _PARTIAL = re.compile(r"^(\d+)\.orbax-checkpoint-tmp")  # a write that never finished
 
 
-class DamagedCheckpoint(Exception):
-    """A checkpoint that cannot be restored as it was saved; `step` and `reason` (one line) say which and why."""
+class DamagedCheckpoint(UserError):
+    """A checkpoint that cannot be restored as it was saved; `step` and `reason` (one line) say which and why. A
+    cli.UserError: launch scripts report it in one line."""
 
     def __init__(self, step: int, directory: str, reason: str):
         self.step, self.directory, self.reason = step, directory, reason

@@ -12,7 +12,7 @@ from harnessrl_jax.evolver.attributor import AttributorConfig, attribute
 from harnessrl_jax.evolver.hacking import judge_directed
 from harnessrl_jax.rubric.judges import OpenAIJudge, templates
 from harnessrl_jax.rubric.judges.standin import StandInServer, standin_verdict
-from harnessrl_jax.rubric.schema import Criterion, Task
+from harnessrl_jax.rubric.schema import Criterion
 from harnessrl_jax.words import Label
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -96,3 +96,4 @@ def test_the_injection_bench_measures_what_the_judge_sends_before_and_after(monk
     met = sum(standin_verdict(r[3].criteria[0].text, r[4]) for r in rows if r[1] == "injected")
     n = sum(r[1] == "injected" for r in rows)
     assert f"{met}/{n}" in table.splitlines()[3] and "attributor flags judge-directed text" in table
+    assert "discrimination (after): passing - failing" in table

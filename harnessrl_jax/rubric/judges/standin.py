@@ -26,7 +26,6 @@ import json
 import re
 import socket
 import threading
-import time
 from typing import Any
 
 MODES = ("up", "drop", "503")
