@@ -427,15 +427,14 @@ KILL = textwrap.dedent("""
     sys.argv = ["launch/train.py"] + sys.argv[2:]
     sys.path.insert(0, os.getcwd())
     point = {point!r}
-    if point == "checkpoint":  # the second checkpoint (step 4): killed while orbax writes it
-        import orbax.checkpoint as ocp
-        original, saves = ocp.JsonCheckpointHandler.async_save, []
+    if point == "checkpoint":  # the checkpoint of step 4: written, killed before orbax commits it
+        from orbax.checkpoint._src.path import atomicity
+        original = atomicity.AtomicRenameTemporaryPath.finalize
         async def killing(self, *a, **k):
-            saves.append(1)
-            if len(saves) == 2:
+            if self._final_path.name == "4":
                 os.kill(os.getpid(), signal.SIGKILL)
             return await original(self, *a, **k)
-        ocp.JsonCheckpointHandler.async_save = killing
+        atomicity.AtomicRenameTemporaryPath.finalize = killing
     else:  # the memory write of step 4 (0-based 3): killed inside its transaction
         from harnessrl_jax.memory import store
         original = store.RecordStore._insert_draw

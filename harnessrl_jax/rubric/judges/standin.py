@@ -87,6 +87,12 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
     allow_reuse_address = True  # start() after stop() takes the same port
     request_queue_size = 256  # a judge's whole pool may connect at once
 
+    def handle_error(self, request, client_address):  # a client that died mid-request is no server error
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
 
 class StandInServer:
     """A threaded stand-in server on 127.0.0.1 (a free port unless given); see the module docstring."""
