@@ -246,6 +246,7 @@ class Stepper:
         self.client = None
         self.harness: HarnessState | None = None
         self.evolver: Evolver | None = None
+        self._step_start: dict[str, Any] | None = None  # sampler and memory positions as the last step began
 
     # ----------------------------------------------------------------------------------------------- set-up
 
@@ -282,7 +283,7 @@ class Stepper:
         the harness is replaced only at a step's end, and the sampler and memory positions were noted at its
         start, so a checkpoint with this resumes at that step exactly (a memory write of the stopped step is cut
         back on resume)."""
-        start = getattr(self, "_step_start", None)
+        start = self._step_start
         if start is None:
             return self.extra()
         if self.memory is not None:

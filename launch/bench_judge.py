@@ -35,7 +35,8 @@ flags.DEFINE_integer("tasks", 512, "Tasks in the group.")
 flags.DEFINE_integer("responses", 8, "Responses per task (J).")
 flags.DEFINE_integer("criteria", 2, "LLM criteria per task.")
 flags.DEFINE_float("latency_s", 0.05, "The stand-in's time per answer.")
-flags.DEFINE_list("concurrency", ["8", "32", "128"], "Calls in flight (OpenAIJudge max_concurrency) to measure.")
+flags.DEFINE_list("concurrency", ["8", "32", "128"], "Calls in flight (OpenAIJudge max_concurrency) to measure "
+                  "against the stand-in (empty: skip it).")
 flags.DEFINE_integer("llama_responses", 32, "Responses of the group scored through llama.cpp (0: skip it).")
 flags.DEFINE_integer("seed", 0, "Seed of the synthetic group.")
 FLAGS = flags.FLAGS
@@ -116,6 +117,9 @@ def llama_rows(tasks, responses) -> list[str]:
     sub_tasks, sub_responses = tasks[:k], [rs[:per_task] for rs in responses[:k]]
     rows = []
     with llama_server() as server:
+        with OpenAIJudge(server.base_url, server.model, structured_output="json_object", max_tokens=64,
+                         explanation_max_chars=60, timeout_s=300.0) as warm:  # the first call loads the model
+            warm.score(tasks[-1], responses[-1][:1])
         for concurrency in (1, 2):
             with tempfile.TemporaryDirectory() as tmp:
                 cache = os.path.join(tmp, "cache.sqlite")

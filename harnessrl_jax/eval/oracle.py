@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import logging
 import math
 import os
 import re
@@ -38,6 +39,8 @@ import numpy as np
 from harnessrl_jax.eval import agreement
 from harnessrl_jax.rubric.judges import templates
 from harnessrl_jax.rubric.schema import Task
+
+log = logging.getLogger(__name__)
 
 PROMPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prompts")
 WINNERS = ("A", "B", "tie")
@@ -212,8 +215,8 @@ class PairwiseOracle:
                 counts = {k: sum(s == k for s, _ in kinds) for k in failures.OUTAGE_KINDS}
                 raise failures.ModelOutage("oracle", failures.server_of(self.client), counts, len(jobs),
                                            kinds[0][1], policy, "calls")
-            failures.log.warning("oracle: %d of %d calls unanswered; asking again in %g s (retry %d of %d)",
-                                 len(failed), len(jobs), policy.pause_s, attempt + 1, policy.retries)
+            log.warning("oracle: %d of %d calls unanswered; asking again in %g s (retry %d of %d)", len(failed),
+                        len(jobs), policy.pause_s, attempt + 1, policy.retries)
             sleep(policy.pause_s)
             for n, v in zip(failed, self.verdicts([jobs[n] for n in failed])):
                 out[n] = v
