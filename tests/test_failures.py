@@ -474,6 +474,7 @@ def test_a_planted_api_key_appears_in_no_output_of_a_run(setting, straight):
     metrics = [json.loads(m) for m in metrics_of(workdir)]
     # the key was used: every LLM-judged cell was answered by the server that requires it
     assert all(m["judge/cells"] > 0 and m["judge/failed"] == 0 for m in metrics)
+    assert log.count(", unparsed 0") == 4 and "| judge failed 0/16" in log  # every progress line says it
     assert KEY_ENV in open(os.path.join(workdir, "config.json")).read()
     outputs = [p for p in glob.glob(os.path.join(workdir, "**", "*"), recursive=True) if os.path.isfile(p)]
     assert len(outputs) > 10 and log
