@@ -140,14 +140,27 @@ def get_config(arg=None):
     c.memory = dict(embedder="default", min_cosine=0.82, calibrated_for="all-MiniLM-L6-v2", top_k=4, examples=2)
     # The evolver's model (proposer='llm', llm_check): an OpenAI-compatible server; an empty base_url and model take
     # config.judge's.
-    c.evolver_model = dict(base_url="", model="", api_key_env="", structured_output="", max_tokens=1024)
+    # `api_key_env` names the environment variable that holds the key (never the key: config.json records it).
+    # A failed call is asked again after outage_pause_s seconds, up to outage_retries times; a model still down
+    # then stops the run with a checkpoint (harnessrl_jax.failures).
+    c.evolver_model = dict(base_url="", model="", api_key_env="", structured_output="", max_tokens=1024,
+                           outage_pause_s=30.0, outage_retries=3)
     # The judge. Criteria tagged verifier:rule always go to the rule checkers; the others go to `kind`: 'rule' (no
     # LLM judge: they are dropped from the training rubric at start-up, counted in judge/dropped_llm_criteria),
     # 'openai' (an OpenAI-compatible server at base_url: SGLang, vLLM, llama.cpp) or 'anthropic' (the Messages API;
     # base_url optional, key from api_key_env).
-    c.judge = dict(kind="rule", base_url="", model="", api_key_env="", structured_output="")
+    # `api_key_env` names the environment variable holding the key, never the key. Outages (harnessrl_jax.failures):
+    # a batch of LLM-judged cells (a step's scoring, a critic regrade) with more than max_failed_fraction of them
+    # unanswered (error, timeout) is asked again after outage_pause_s seconds, up to outage_retries times; a judge
+    # still down stops the run with a checkpoint of the last complete step. Unparsed answers are counted, not retried.
+    # max_retries, timeout_s and max_concurrency are the HTTP client's own: retries of one request (with backoff),
+    # its read timeout, and calls in flight at once.
+    c.judge = dict(kind="rule", base_url="", model="", api_key_env="", structured_output="",
+                   max_retries=3, timeout_s=60.0, max_concurrency=8,
+                   max_failed_fraction=0.02, outage_pause_s=30.0, outage_retries=3)
 
     c.report = True  # write report.html (launch/report.py) into the run directory at the end
 
-    c.checkpoint = dict(every=50, max_to_keep=3, async_save=True)
+    # min_free_mb: the free space the workdir's file system must have at start-up (checkpoints, memory, logs).
+    c.checkpoint = dict(every=50, max_to_keep=3, async_save=True, min_free_mb=1024.0)
     return c

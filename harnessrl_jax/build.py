@@ -244,14 +244,22 @@ class Unjudged(Judge):
 def build_judge(config) -> Judge:
     """Rule checkers for criteria tagged `verifier:rule`; config.judge.kind's judge for the others: 'openai' (an
     OpenAI-compatible server), 'anthropic' (the Messages API) or 'rule' (none: those cells are not judged, NaN,
-    and the reward skips them)."""
-    return RoutingJudge(_llm_judge(config.judge), rule=RuleJudge())
+    and the reward skips them). Behind config.judge's outage policy (failures.GuardedJudge: failed cells counted,
+    a failing batch asked again after a pause, a judge that stays down stops the run)."""
+    from harnessrl_jax import failures
+
+    return failures.GuardedJudge(RoutingJudge(_llm_judge(config.judge), rule=RuleJudge()),
+                                 failures.OutagePolicy.of(config.judge, "judge"))
 
 
 def _llm_judge(j, name: str | None = None, max_tokens: int | None = None) -> Judge:
     extra: dict[str, Any] = {} if max_tokens is None else {"max_tokens": int(max_tokens)}
     if name:
         extra["name"] = name
+    # The client's own schedule (per request): retries with backoff, the read timeout, calls in flight.
+    for key, cast in (("max_retries", int), ("timeout_s", float), ("max_concurrency", int)):
+        if j.get(key) is not None:
+            extra[key] = cast(j[key])
     if j.kind == "openai":
         from harnessrl_jax.rubric.judges import OpenAIJudge
 
@@ -269,7 +277,8 @@ def _llm_judge(j, name: str | None = None, max_tokens: int | None = None) -> Jud
 
 def build_evolver_client(config):
     """The evolver model's client (an OpenAI-compatible server) when config.harness.proposer is 'llm' or llm_check
-    is on, else None; empty config.evolver_model fields take config.judge's."""
+    is on, else None; empty config.evolver_model fields take config.judge's. A failed call is asked again after
+    config.evolver_model.outage_pause_s, and a model that stays down stops the run (failures.GuardedClient)."""
     h, e, j = config.harness, config.evolver_model, config.judge
     if h.proposer == "rule" and not h.llm_check:
         return None
@@ -281,4 +290,7 @@ def build_evolver_client(config):
     if not settings.base_url:
         raise ValueError("--config.evolver_model.base_url is empty: harness.proposer='llm' / llm_check need an "
                          "OpenAI-compatible server (or config.judge.base_url)")
-    return _llm_judge(settings, name="evolver", max_tokens=e.max_tokens)
+    from harnessrl_jax import failures
+
+    return failures.GuardedClient(_llm_judge(settings, name="evolver", max_tokens=e.max_tokens),
+                                  failures.OutagePolicy.of(e, "evolver_model"), "evolver model")

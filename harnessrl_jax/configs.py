@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Callable
 
 from harnessrl_jax.words import INTERFACES, Interface
 
 JUDGE_KINDS = ("rule", "openai", "anthropic")
+# What an environment variable's name looks like; an API key does not (mixed case and dashes, or far longer).
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 class ConfigError(ValueError):
@@ -199,6 +202,22 @@ def check(config) -> list[str]:
         _check(p, bool(j.model), "--config.judge.model is empty: the model name the judge server serves")
     if j.kind == "anthropic":
         _check(p, bool(j.model), "--config.judge.model is empty: the Anthropic model to judge with")
+    _check(p, 0.0 <= float(j.get("max_failed_fraction", 0.0)) < 1.0,
+           f"--config.judge.max_failed_fraction={j.get('max_failed_fraction')}: must be in [0, 1)")
+    for key, low in (("max_retries", 0), ("max_concurrency", 1)):
+        _check(p, int(j.get(key, low)) >= low, f"--config.judge.{key}={j.get(key)}: must be >= {low}")
+    _check(p, float(j.get("timeout_s", 1.0)) > 0, f"--config.judge.timeout_s={j.get('timeout_s')}: must be > 0")
+    for section in ("judge", "evolver_model"):
+        s = config[section]
+        _check(p, float(s.get("outage_pause_s", 0.0)) >= 0,
+               f"--config.{section}.outage_pause_s={s.get('outage_pause_s')}: must be >= 0")
+        _check(p, int(s.get("outage_retries", 0)) >= 0,
+               f"--config.{section}.outage_retries={s.get('outage_retries')}: must be >= 0")
+        env = str(s.get("api_key_env", "") or "")
+        # A key pasted where its variable's name belongs would be written to config.json (and is never echoed).
+        _check(p, not env or ENV_NAME.fullmatch(env) is not None,
+               f"--config.{section}.api_key_env: expected the NAME of an environment variable (e.g. JUDGE_API_KEY), "
+               f"got a value that is not one; the key itself never goes in the config")
     if h.proposer == "llm" or h.llm_check:
         url = config.evolver_model.base_url or (j.base_url if j.kind == "openai" else "")
         _check(p, bool(url) or (j.kind == "openai" and not j.base_url), "--config.evolver_model.base_url is empty: harness.proposer='llm' / llm_check need the "
@@ -245,6 +264,10 @@ def needs(config, *, probe: Callable[[str], str | None] | None = None) -> list[s
         if not os.environ.get(env):
             out.append(f"--config.judge.api_key_env: the environment variable {env} holding the Anthropic key is "
                        f"not set")
+    elif j.kind == "openai" and j.api_key_env and ENV_NAME.fullmatch(j.api_key_env) and \
+            not os.environ.get(j.api_key_env):
+        out.append(f"--config.judge.api_key_env={j.api_key_env}: that environment variable (the judge server's key) "
+                   f"is not set")
     if config.harness.proposer == "llm" or config.harness.llm_check:
         url = config.evolver_model.base_url
         if url and url != j.base_url:

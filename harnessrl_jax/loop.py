@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 
-from harnessrl_jax import build, configs
+from harnessrl_jax import build, configs, failures
 from harnessrl_jax.eval import agreement
 from harnessrl_jax.eval.oracle import rule_oracle_scores
 from harnessrl_jax.evolver import (Attributor, ColdStart, Critic, CriticHooks, Evolver, Group, LLMHackingCheck,
@@ -246,6 +246,7 @@ class Stepper:
         self.client = None
         self.harness: HarnessState | None = None
         self.evolver: Evolver | None = None
+        self._step_start: dict[str, Any] | None = None  # sampler and memory positions as the last step began
 
     # ----------------------------------------------------------------------------------------------- set-up
 
@@ -277,6 +278,18 @@ class Stepper:
         return {"harness": self.harness.to_dict(), "sampler": self.sampler.state_dict(),
                 "memory": self.memory.save() if self.memory is not None else None}
 
+    def extra_before_step(self) -> dict[str, Any]:
+        """`extra` as it was when the last `step` call began, for a step that stopped part-way (a server outage):
+        the harness is replaced only at a step's end, and the sampler and memory positions were noted at its
+        start, so a checkpoint with this resumes at that step exactly (a memory write of the stopped step is cut
+        back on resume)."""
+        start = self._step_start
+        if start is None:
+            return self.extra()
+        if self.memory is not None:
+            self.memory.save()
+        return {"harness": self.harness.to_dict(), "sampler": dict(start["sampler"]), "memory": start["memory"]}
+
     def close(self) -> None:
         if self.memory is not None:
             self.memory.close()
@@ -293,6 +306,9 @@ class Stepper:
         # --- sample tasks, render, roll out
         start = time.perf_counter()
         judge_before = dict(getattr(run.judge, "stats", {}) or {})
+        evolver_before = dict(getattr(self.client, "stats", {}) or {})
+        self._step_start = {"sampler": self.sampler.state_dict(),
+                            "memory": self.memory.positions() if self.memory is not None else None}
         seed = step_seed(state, step)
         idx, u = self.sampler.draw(H, seed, cfg.tasks_per_step)
         tasks = [self.tasks[i] for i in idx]
@@ -357,6 +373,12 @@ class Stepper:
         judge_after = dict(getattr(run.judge, "stats", {}) or {})
         for k in ("calls", "input_tokens", "output_tokens"):
             metrics[f"judge/{k}"] = float(judge_after.get(k, 0) - judge_before.get(k, 0))
+        # Failed (no answer) and unparsed cells, and the outage policy's retries (failures.GuardedJudge).
+        metrics.update(failures.judge_step_metrics(judge_before, judge_after))
+        if self.client is not None:
+            evolver_after = dict(getattr(self.client, "stats", {}) or {})
+            for k in ("calls", "failed_calls", "outage_retries"):
+                metrics[f"evolver_model/{k}"] = float(evolver_after.get(k, 0) - evolver_before.get(k, 0))
         return state, {**metrics, **train_metrics, **timings}, result.harness_records()
 
     def _harness_metrics(self, result, H, H_next, idx, groups: Groups, timer) -> dict[str, float]:

@@ -24,7 +24,7 @@ from absl import flags, logging
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from harnessrl_jax import cli  # noqa: E402
+from harnessrl_jax import cli, failures  # noqa: E402
 
 flags.DEFINE_string("workdir", None, "The run directory (its memory/ and config.json).")
 flags.DEFINE_enum("kind", "anthropic", ["anthropic", "openai"], "Anthropic's Messages API or an OpenAI-compatible "
@@ -38,6 +38,11 @@ flags.DEFINE_string("steps", "", "Steps to judge: 'a-b' or a comma list (default
 flags.DEFINE_enum("anchors", "seed", ["seed", "first_draw", "none"], "Anchor responses of the oracle score.")
 flags.DEFINE_integer("max_workers", 8, "Calls in flight at once.")
 flags.DEFINE_float("timeout_s", 120.0, "Per-request timeout.")
+flags.DEFINE_float("max_failed_fraction", 0.02, "A step whose share of unanswered calls (through the client's "
+                   "retries) exceeds this has them asked again after --outage_pause_s ...")
+flags.DEFINE_float("outage_pause_s", 30.0, "... seconds, ...")
+flags.DEFINE_integer("outage_retries", 3, "... up to this many times; an oracle still down stops the script (the "
+                     "answered calls are kept: rerun to go on).")
 flags.mark_flags_as_required(["workdir"])
 FLAGS = flags.FLAGS
 
@@ -63,11 +68,15 @@ def main(argv):
     if FLAGS.structured_output:
         settings["structured_output"] = FLAGS.structured_output
     client = lib.make_client(FLAGS.kind, FLAGS.model, base_url=FLAGS.base_url or None, **settings)
-    oracle = lib.PairwiseOracle(client, os.path.join(FLAGS.workdir, "oracle", "oracle.sqlite"),
-                                max_workers=FLAGS.max_workers)
+    store = os.path.join(FLAGS.workdir, "oracle", "oracle.sqlite")
+    oracle = lib.PairwiseOracle(client, store, max_workers=FLAGS.max_workers)
+    outage = failures.OutagePolicy(FLAGS.max_failed_fraction, FLAGS.outage_pause_s, FLAGS.outage_retries, "--")
     try:
         summary = lib.oracle_run(FLAGS.workdir, oracle, steps=parse_steps(FLAGS.steps), anchors=FLAGS.anchors,
-                                 progress=logging.info)
+                                 progress=logging.info, outage=outage)
+    except failures.ModelOutage as e:
+        raise cli.UserError(f"{e}. The answered calls are kept in {store}: once the server answers again, rerun the "
+                            f"same command to go on from there") from None
     finally:
         oracle.close()
     print(json.dumps(summary, indent=1))

@@ -10,6 +10,13 @@ evolver measured, with label, deltas and verdict; empty for a method whose harne
 semantic index) and, at the end, `report.html` (launch/report.py). Restarted with the same workdir it resumes from
 the latest checkpoint and continues exactly as if it had not stopped.
 
+Failures (harnessrl_jax.failures). An unwritable or nearly full workdir is an error before any model loads. A
+damaged or partial newest checkpoint is named in one line and set aside, and the run resumes from the newest intact
+one (--on_damaged_checkpoint=stop stops instead); --restore_step=N resumes from checkpoint N, setting the newer ones
+aside; the memory and the JSONL logs are cut back to the checkpoint used. A judge, evolver model or oracle server
+that stays down through config's outage retries stops the run with a checkpoint of the last complete step and a
+short error naming the server, the failure kinds and the command that resumes.
+
 Multi-host: start one process per host with --coordinator_address=HOST:PORT --num_processes=N --process_id=i (or
 the JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID variables); the mesh then spans every process.
 """
@@ -19,6 +26,7 @@ from __future__ import annotations
 import json
 import logging as std_logging
 import os
+import shlex
 import sys
 import time
 
@@ -29,7 +37,7 @@ import jax  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from harnessrl_jax import cli  # noqa: E402
+from harnessrl_jax import cli, failures  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------- flags
 
@@ -37,6 +45,10 @@ config_flags.DEFINE_config_file("config", None, "Experiment config file (experim
 flags.DEFINE_string("workdir", None, "Run directory: metrics, checkpoints; resumed from when it has them.")
 flags.DEFINE_integer("stop_after", None, "Stop (checkpointing) once this many steps are done, as a preempted "
                      "job would; the schedule still follows config.total_steps.")
+flags.DEFINE_integer("restore_step", None, "Resume from this checkpoint step (the newer ones are moved to "
+                     "checkpoints_set_aside/); default: the newest intact one.")
+flags.DEFINE_enum("on_damaged_checkpoint", "previous", ["previous", "stop"], "A damaged or partial newest "
+                  "checkpoint: set it aside and resume from the one before ('previous'), or stop ('stop').")
 flags.DEFINE_string("coordinator_address", os.environ.get("JAX_COORDINATOR_ADDRESS"), "Multi-host: HOST:PORT of "
                     "process 0.")
 flags.DEFINE_integer("num_processes", int(os.environ.get("JAX_NUM_PROCESSES", 1)), "Multi-host: process count.")
@@ -67,10 +79,24 @@ class JsonlLog:
         self.enabled = jax.process_index() == 0
         if not self.enabled:
             return
-        kept = []
+        kept, damaged = [], []
         if os.path.exists(self.path):
             with open(self.path) as f:
-                kept = [line for line in f if line.strip() and json.loads(line)["step"] <= keep_through]
+                for n, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        step = json.loads(line)["step"]
+                    except (ValueError, KeyError, TypeError):  # a line cut short by a kill, or damaged
+                        damaged.append((n, line.rstrip("\n") + "\n"))
+                        continue
+                    if step <= keep_through:
+                        kept.append(line)
+        if damaged:  # kept aside, not lost
+            with open(self.path + ".damaged", "a") as f:
+                f.writelines(line for _, line in damaged)
+            logging.warning("%s: %d unreadable line(s) (line %s) moved to %s", self.path, len(damaged),
+                            ", ".join(str(n) for n, _ in damaged), self.path + ".damaged")
         with open(self.path, "w") as f:
             f.writelines(kept)
 
@@ -98,17 +124,35 @@ class Progress:
                        f"{metrics['sampling/downweighted_share']:.2f} (evolver {metrics['time/evolver']:.2f}s, "
                        f"critic {metrics['time/critic']:.2f}s)")
         logging.info("step %d/%d | reward %.2f | oracle %.2f | loss %.4f | kl %.2e | entropy %.3f | gap %.2e | "
-                     "%.2f s/step (rollout %.2f, judge %.2f, train %.2f)%s | ETA %s", step, self.last,
+                     "%.2f s/step (rollout %.2f, judge %.2f, train %.2f)%s%s | ETA %s", step, self.last,
                      metrics["reward/mean"], metrics.get("oracle/score_mean", float("nan")), metrics["train/loss"],
                      metrics["train/kl"], metrics["train/entropy"], metrics.get("train/engine_gap", float("nan")),
-                     per_step, metrics["time/rollout"], metrics["time/judge"], metrics["time/train"], harness, eta)
+                     per_step, metrics["time/rollout"], metrics["time/judge"], metrics["time/train"], harness,
+                     failures.progress_text(metrics), eta)
 
 
 # ------------------------------------------------------------------------------------------------- main
 
 
-def train(config, workdir: str, stop_after: int | None = None) -> str:
-    """Run (or resume) `config` in `workdir` until config.total_steps, or `stop_after` steps; returns workdir."""
+def resume_command(workdir: str) -> str:
+    """The command that resumes this run: the one that started it, without --restore_step (which would go back)."""
+    if os.path.basename(sys.argv[0]) != "train.py":  # called as a function (tests, notebooks)
+        return f"python launch/train.py --config=... --workdir={workdir}"
+    args, skip = [], False
+    for a in sys.argv[1:]:
+        if skip or a.startswith("--restore_step"):
+            skip = a == "--restore_step"
+            continue
+        args.append(shlex.quote(a))
+    return " ".join(["python", shlex.quote(sys.argv[0]), *args])
+
+
+def train(config, workdir: str, stop_after: int | None = None, restore_step: int | None = None,
+          on_damaged_checkpoint: str = "previous") -> str:
+    """Run (or resume) `config` in `workdir` until config.total_steps, or `stop_after` steps; returns workdir.
+    `restore_step` resumes from that checkpoint; `on_damaged_checkpoint` 'previous' or 'stop' (the flags)."""
+    import sqlite3
+
     from harnessrl_jax import build, configs, loop, methods
     from harnessrl_jax.rl.checkpoint import Checkpointer
     from harnessrl_jax.rl.step import to_host
@@ -116,18 +160,32 @@ def train(config, workdir: str, stop_after: int | None = None) -> str:
     # --- set-up
     configs.validate(config)
     method = methods.describe(config)
-    os.makedirs(workdir, exist_ok=True)
-    run = build.setup(config)
-    stepper = loop.Stepper(run, method, workdir)
+    problems = failures.check_workdir(workdir, float(config.checkpoint.get("min_free_mb", 0)))
+    if problems:
+        raise cli.UserError(problems[0])
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), max_to_keep=config.checkpoint.max_to_keep,
                         save_every=config.checkpoint.every, async_save=config.checkpoint.async_save)
-    if ckpt.latest_step() is None:
+    if restore_step is not None and restore_step not in ckpt.all_steps():  # before a model loads for nothing
+        raise cli.UserError(f"--restore_step={restore_step}: no checkpoint {restore_step} under {ckpt.directory} "
+                            f"(there are: {', '.join(map(str, ckpt.all_steps())) or 'none'})")
+    run = build.setup(config)
+    stepper = loop.Stepper(run, method, workdir)
+    # A damaged checkpoint is named in one line (rl.checkpoint.DamagedCheckpoint is a cli.UserError).
+    restored = ckpt.restore_intact(run.trainer.abstract_state(), restore_step,
+                                   fallback=on_damaged_checkpoint == "previous")
+    if restored is None:
         state, start = build.initial_state(run), 0
         stepper.start(None)
     else:
-        state, extra, _ = ckpt.restore(run.trainer.abstract_state())
+        state, extra, _, _ = restored
         start = int(to_host(state.step))
-        stepper.start(extra)
+        try:
+            stepper.start(extra)
+        except sqlite3.DatabaseError as e:
+            raise cli.UserError(f"the memory in {os.path.join(workdir, 'memory')} is damaged ({e}): it cannot be "
+                                f"cut back to checkpoint {start}; train in a new --workdir") from None
+        except ValueError as e:  # a memory or harness that is not this checkpoint's
+            raise cli.UserError(f"cannot resume from checkpoint {start} in {workdir}: {e}") from None
         run.engine.update_weights(build.engine_params(state.params))
         logging.info("resumed from step %d (%s)", start, ckpt.directory)
     end = config.total_steps if stop_after is None else min(stop_after, config.total_steps)
@@ -144,7 +202,16 @@ def train(config, workdir: str, stop_after: int | None = None) -> str:
     saved = start
     for step in range(start, end):
         start_time = time.perf_counter()
-        state, metrics, records = stepper.step(state, step)
+        try:
+            state, metrics, records = stepper.step(state, step)
+        except failures.Outage as e:  # a server stayed down: keep what is done, say how to go on
+            if step not in ckpt.all_steps():
+                ckpt.save(step, state, stepper.extra_before_step(), force=True)
+            ckpt.wait()
+            ckpt.close()
+            stepper.close()
+            run.close()
+            raise cli.UserError(failures.stopped_message(e, step, ckpt.directory, resume_command(workdir))) from None
         metrics["time/step"] = time.perf_counter() - start_time
 
         # --- logging
@@ -178,7 +245,8 @@ def main(argv):
     logging.get_absl_handler().python_handler.addFilter(
         lambda r: r.levelno >= std_logging.WARNING or f"{os.sep}orbax{os.sep}" not in r.pathname)
     initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id)
-    train(FLAGS.config, FLAGS.workdir, stop_after=FLAGS.stop_after)
+    train(FLAGS.config, FLAGS.workdir, stop_after=FLAGS.stop_after, restore_step=FLAGS.restore_step,
+          on_damaged_checkpoint=FLAGS.on_damaged_checkpoint)
 
 
 if __name__ == "__main__":

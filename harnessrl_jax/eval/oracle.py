@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import logging
 import math
 import os
 import re
@@ -38,6 +39,8 @@ import numpy as np
 from harnessrl_jax.eval import agreement
 from harnessrl_jax.rubric.judges import templates
 from harnessrl_jax.rubric.schema import Task
+
+log = logging.getLogger(__name__)
 
 PROMPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prompts")
 WINNERS = ("A", "B", "tie")
@@ -150,6 +153,7 @@ class PairwiseOracle:
         self._lock = threading.Lock()
         self._session = {"calls": 0, "cache_hits": 0, "failed": 0, "unparsed": 0, "input_tokens": 0,
                          "output_tokens": 0}
+        self._failures: dict[str, tuple[str, str]] = {}  # call key -> (status, detail) of its last failed attempt
 
     def _count(self, **inc: int) -> None:
         with self._lock:
@@ -168,7 +172,11 @@ class PairwiseOracle:
         c = self.client.complete(messages, SCHEMA, key)
         if c.status != "ok":
             self._count(failed=1)
+            with self._lock:
+                self._failures[key] = (c.status, c.detail)
             return None
+        with self._lock:
+            self._failures.pop(key, None)
         winner = parse_winner(c.text)
         self._count(calls=1, unparsed=int(winner is None), **{k: c.usage.get(k, 0) for k in
                                                               ("input_tokens", "output_tokens")})
@@ -184,6 +192,35 @@ class PairwiseOracle:
         with concurrent.futures.ThreadPoolExecutor(max(1, min(self.max_workers, len(unique)))) as pool:
             done = dict(zip(unique, pool.map(lambda j: self.verdict(tasks[j[0]], j[1], j[2]), unique)))
         return [done[(t.id, a, b)] for t, a, b in jobs]
+
+    def failure(self, job: tuple[Task, str, str]) -> tuple[str, str] | None:
+        """(status, detail) when the last call of `job` failed (no answer: 'error' or 'timeout'), else None."""
+        with self._lock:
+            return self._failures.get(self.client._key(pair_messages(*job), SCHEMA))
+
+    def verdicts_until_answered(self, jobs: Sequence[tuple[Task, str, str]], policy,
+                                sleep=time.sleep) -> list[str | None]:
+        """verdicts(jobs) under a failures.OutagePolicy: while more than max_failed_fraction of them got no answer,
+        the unanswered ones are asked again after the pause, up to the policy's retries; an oracle still down then
+        raises failures.ModelOutage (the answered calls are in the store, so a rerun goes on from there)."""
+        from harnessrl_jax import failures
+
+        out = self.verdicts(jobs)
+        for attempt in range(policy.retries + 1):
+            failed = [n for n, job in enumerate(jobs) if out[n] is None and self.failure(job) is not None]
+            if len(failed) <= policy.max_failed_fraction * len(jobs):
+                return out
+            if attempt == policy.retries:
+                kinds = [self.failure(jobs[n]) for n in failed]
+                counts = {k: sum(s == k for s, _ in kinds) for k in failures.OUTAGE_KINDS}
+                raise failures.ModelOutage("oracle", failures.server_of(self.client), counts, len(jobs),
+                                           kinds[0][1], policy, "calls")
+            log.warning("oracle: %d of %d calls unanswered; asking again in %g s (retry %d of %d)", len(failed),
+                        len(jobs), policy.pause_s, attempt + 1, policy.retries)
+            sleep(policy.pause_s)
+            for n, v in zip(failed, self.verdicts([jobs[n] for n in failed])):
+                out[n] = v
+        return out
 
     @staticmethod
     def pair_jobs(task: Task, responses: Sequence[str]) -> list[tuple[Task, str, str]]:
@@ -303,12 +340,17 @@ def seed_anchors(workdir: str, task_ids: Sequence[str], *, seed: int = 20_000) -
 
 
 def oracle_run(workdir: str, oracle: PairwiseOracle, *, steps: Iterable[int] | None = None,
-               anchors: str = "seed", end_window: int = END_WINDOW, progress=None) -> dict[str, Any]:
+               anchors: str = "seed", end_window: int = END_WINDOW, progress=None, outage=None) -> dict[str, Any]:
     """Judges every recorded group of the run (or those of `steps`): per step the pair classes and agreement
     (eval.agreement, `oracle/*` keys) and, unless anchors='none', the mean oracle score (win rate against the
     seed policy's responses: anchors='seed'; or against each task's first recorded draw: 'first_draw').
     Writes <workdir>/oracle/oracle.jsonl (one line per step, with per-task scores) and oracle/summary.json
-    (all steps, the last `end_window` steps, calls and tokens); returns the summary."""
+    (all steps, the last `end_window` steps, calls and tokens); returns the summary. `outage` is a
+    failures.OutagePolicy (default: 2% of a step's calls may go unanswered, 3 retries 30 s apart): an oracle that
+    stays down raises failures.ModelOutage instead of leaving the step's pairs out."""
+    from harnessrl_jax.failures import OutagePolicy
+
+    outage = outage or OutagePolicy(0.02, 30.0, 3, "--")
     if anchors not in ("seed", "first_draw", "none"):
         raise ValueError(f"anchors must be 'seed', 'first_draw' or 'none', got {anchors!r}")
     steps = None if steps is None else {int(s) for s in steps}
@@ -332,7 +374,7 @@ def oracle_run(workdir: str, oracle: PairwiseOracle, *, steps: Iterable[int] | N
         jobs = [PairwiseOracle.pair_jobs(tasks[d.task_id], d.responses) for d in draws]
         ajobs = [PairwiseOracle.anchor_jobs(tasks[d.task_id], d.responses, anchor_set[d.task_id])
                  if anchor_set else [] for d in draws]
-        flat = oracle.verdicts([j for js in jobs + ajobs for j in js])
+        flat = oracle.verdicts_until_answered([j for js in jobs + ajobs for j in js], outage)
         counts, per_task, scores = [], {}, []
         pos = 0
         for d, js in zip(draws, jobs):

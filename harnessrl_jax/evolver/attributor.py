@@ -74,6 +74,9 @@ class AttributorConfig:
     surface_share: float = 0.5
     # isolated: the satisfying side scores this many reward points less on the task's other requirements.
     isolation_margin: float = 25.0
+    # judge_directed: the satisfying side's share of responses that write to the judge ("the response above meets
+    # every criterion", "ignore the rubric") must exceed this (and the failing side's); 0: any one such response.
+    judge_directed_share: float = 0.0
     # LLM hacking check, when one is given: 'all' asks it about every split requirement (spurious if it or a CPU
     # signal says so); 'confirm' asks only about those a CPU signal flagged (spurious only if it agrees).
     llm_mode: str = "all"

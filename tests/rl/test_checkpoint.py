@@ -4,6 +4,7 @@ import functools
 import importlib.util
 import json
 import os
+import sys
 
 import jax
 import numpy as np
@@ -21,11 +22,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 @functools.lru_cache(maxsize=None)
 def load_train_module():
-    """launch/train.py as a module: the real entry point's train(), without a subprocess per run (loaded once: it
-    defines absl flags)."""
+    """launch/train.py as a module: the real entry point's train(), without a subprocess per run (loaded once per
+    session, shared through sys.modules with the other tests that load it: it defines absl flags)."""
+    if "launch_train" in sys.modules:
+        return sys.modules["launch_train"]
     spec = importlib.util.spec_from_file_location("launch_train", os.path.join(REPO, "launch", "train.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    sys.modules["launch_train"] = module
     return module
 
 

@@ -38,6 +38,7 @@ class AnthropicJudge(LLMJudge):
         import anthropic
 
         self._anthropic = anthropic
+        self._secrets = (key,)
         self.structured_output = structured_output
         # The client's own retries are off: ours (with jitter and the failure accounting) wrap every call.
         self._client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0, timeout=self.timeout_s)

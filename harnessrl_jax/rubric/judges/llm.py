@@ -8,6 +8,9 @@ Modes:
                    one response share a context; every cell of that call carries the call's latency.
 Pitfalls (points < 0) are shown marked PITFALL and judged on whether the bad behaviour is present, so
 `criteria_met` = true means it occurred and the reward subtracts their points (see `judges.base`).
+The response sits between <response> tags that it cannot close itself (`render_response`), and the templates tell
+the judge to grade it as text: a policy under RL learns to write to its judge ("the response above meets every
+criterion"); launch/bench_judge_injection.py measures how often that works.
 
 Failures never stop a batch: each call is retried with exponential backoff and jitter on timeouts, dropped
 connections, 408/429/5xx and malformed bodies; what still fails becomes NaN cells with status 'timeout' or
@@ -23,6 +26,7 @@ import dataclasses
 import logging
 import os
 import random
+import re
 import threading
 import time
 from typing import Any, Sequence
@@ -61,6 +65,8 @@ class Completion:
     attempts: int
     # tokens the call spent, as the API reports them: {"input_tokens", "output_tokens"} ({} when cached or unknown)
     usage: dict = dataclasses.field(default_factory=dict)
+    # False when the server refused the request itself (a 4xx other than 408/409/425/429): asking again is useless
+    retryable: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +81,16 @@ class _Call:
 def render_conversation(task: Task) -> str:
     """The task's prompt messages as `[role]` blocks."""
     return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in task.prompt)
+
+
+# The templates put the response between <response> and </response>; the same tags inside a response (an attempt
+# to close the block early and write as the grader) are shown as [response] / [/response].
+_RESPONSE_TAG = re.compile(r"<\s*(/?)\s*response\s*>", re.I)
+
+
+def render_response(text: str) -> str:
+    """A response as the templates show it between <response> tags: any such tag inside it defused."""
+    return _RESPONSE_TAG.sub(lambda m: f"[{m.group(1)}response]", text)
 
 
 def render_criterion(c: Criterion) -> str:
@@ -132,6 +148,7 @@ class LLMJudge(Judge):
         self.criterion_template = templates.load_template(criterion_template)
         self.rubric_template = templates.load_template(rubric_template)
         self._rng = random.Random()
+        self._secrets: tuple[str, ...] = ()  # a subclass's API key: cut from every failure detail it reports
         self._lock = threading.Lock()
         self._stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, OK: 0, ERROR: 0, TIMEOUT: 0,
                        "input_tokens": 0, "output_tokens": 0}
@@ -165,6 +182,12 @@ class LLMJudge(Judge):
             for k, v in inc.items():
                 self._stats[k] += v
 
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
     def _key(self, messages: Sequence[dict[str, str]], schema: dict) -> str:
         return cache_key({**self._identity(), "messages": list(messages), "schema": schema})
 
@@ -195,14 +218,18 @@ class LLMJudge(Judge):
             try:
                 text, finish, *rest = self._send(messages, schema)
             except CallFailed as e:
+                # An error page may echo the request (a proxy showing its Authorization header): never the key.
+                e.detail = self._scrub(e.detail)
                 failure = e
                 log.debug("%s: attempt %d failed: %s", self.name, attempt + 1, e.detail)
                 if not e.retryable:
                     break
                 continue
             except Exception as e:  # noqa: BLE001 - an unforeseen client error costs this call, not the batch
-                log.exception("%s: unexpected error in a judge call", self.name)
-                failure = CallFailed(ERROR, f"unexpected {type(e).__name__}: {e}", False)
+                log.error("%s: unexpected error in a judge call: %s", self.name,
+                          self._scrub(f"{type(e).__name__}: {e}"))
+                log.debug("%s: the unexpected error's traceback", self.name, exc_info=True)
+                failure = CallFailed(ERROR, self._scrub(f"unexpected {type(e).__name__}: {e}"), False)
                 break
             usage = {k: int(v) for k, v in (rest[0] if rest and rest[0] else {}).items()
                      if k in ("input_tokens", "output_tokens") and v is not None}
@@ -211,7 +238,8 @@ class LLMJudge(Judge):
             self._count(ok=1, **usage)
             return Completion(text, OK, finish or "", time.perf_counter() - t0, False, attempt + 1, usage)
         self._count(**{failure.status: 1})
-        return Completion(None, failure.status, failure.detail, time.perf_counter() - t0, False, attempt + 1)
+        return Completion(None, failure.status, failure.detail, time.perf_counter() - t0, False, attempt + 1,
+                          retryable=failure.retryable)
 
     # -- scoring -----------------------------------------------------------------------------------------------
 
@@ -219,6 +247,7 @@ class LLMJudge(Judge):
         conversation = render_conversation(task)
         calls = []
         for j, response in enumerate(responses):
+            response = render_response(response)
             if self.mode == "per_criterion":
                 schema = verdict_schema(self.explanation_max_chars)
                 for k, c in enumerate(criteria):

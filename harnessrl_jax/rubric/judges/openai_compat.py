@@ -58,6 +58,7 @@ class OpenAIJudge(LLMJudge):
                 raise RuntimeError(f"{type(self).__name__}: environment variable {api_key_env} is not set "
                                    f"(it should hold the server's API key)")
             headers["Authorization"] = f"Bearer {key}"
+            self._secrets = (key,)
         # One pooled client for all worker threads (httpx.Client is thread-safe); the read timeout bounds a hang.
         self._client = httpx.Client(
             headers=headers, timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0)),
