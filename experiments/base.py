@@ -101,6 +101,13 @@ def get_config(arg=None):
     # OpenAI-compatible server (SGLang, vLLM, llama.cpp). Rule criteria always go to the rule checkers.
     c.judge = dict(base_url="", model="", api_key_env="", structured_output="json_schema")
 
+    # Rollout engine: 'jax' (in-process, the CPU default) or 'sglang' (SGLang servers over their native API,
+    # rollout/sglang.py). For 'sglang': base_urls, one or several comma-separated server roots; weights_dir, where
+    # each weight version is written for /update_weights_from_disk (a path every server can read); export_dtype,
+    # the dtype written there.
+    c.rollout = dict(engine="jax", base_urls="", weights_dir="", export_dtype="bfloat16", chunk_rows=64,
+                     timeout_s=3600.0)
+
     c.report = True  # write report.html (launch/report.py) into the run directory at the end
 
     c.checkpoint = dict(every=50, max_to_keep=3, async_save=True)

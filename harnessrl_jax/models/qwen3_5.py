@@ -218,14 +218,41 @@ def _heads_first(x: jax.Array, n: int, c: int) -> jax.Array:
     return jnp.moveaxis(x, 3, 1)
 
 
+def unit_lower_inverse(t: jax.Array) -> jax.Array:
+    """Inverse of unit lower-triangular matrices [..., n, n] by block elimination, bottom-up: the inverses of
+    adjacent diagonal blocks of size s combine into one of size 2s as [[A, 0], [-D T21 A, D]]. log2(n) rounds of
+    batched matmuls, no sequential loop; n is padded to a power of two with an identity block.
+
+    (XLA's batched triangular_solve on the CPU intermittently never returned inside the model's backward pass, and
+    batched tiny solves are slow on GPUs; FLA's kernels invert their chunks the same way.)"""
+    n = t.shape[-1]
+    size = 1 << max(0, (n - 1).bit_length())
+    if size != n:
+        t = jnp.pad(t, [(0, 0)] * (t.ndim - 2) + [(0, size - n), (0, size - n)])
+        t = t + jnp.diag(jnp.arange(size) >= n).astype(t.dtype)
+    lead = t.shape[:-2]
+    blocks = jnp.ones(lead + (size, 1, 1), t.dtype)  # the inverses of the 1 x 1 diagonal blocks
+    s = 1
+    while s < size:
+        pairs = size // (2 * s)
+        diag = jnp.diagonal(t.reshape(lead + (pairs, 2 * s, pairs, 2 * s)), axis1=-4, axis2=-2)
+        lower_left = jnp.moveaxis(diag, -1, -3)[..., s:, :s]  # [..., pairs, s, s]
+        a, d = blocks[..., 0::2, :, :], blocks[..., 1::2, :, :]
+        top = jnp.concatenate([a, jnp.zeros_like(a)], axis=-1)
+        bottom = jnp.concatenate([-(d @ lower_left @ a), d], axis=-1)
+        blocks = jnp.concatenate([top, bottom], axis=-2)
+        s *= 2
+    return blocks[..., 0, :n, :n]
+
+
 def chunk_gated_delta_rule(q, k, v, g, beta, initial_state=None, chunk_size: int = 64):
     """The delta-rule recurrence (module docstring) over chunks of `chunk_size` tokens: (o [B, T, H, Dv], final state
     [B, H, Dk, Dv]), in float32. q, k [B, T, H, Dk] (normalised, q scaled), v [B, T, H, Dv], g, beta [B, T, H].
 
     Within a chunk, with G the cumulative sum of g and D_ij = exp(G_i - G_j) for j <= i, the chunk's corrected
-    values solve (I + strict_lower(beta k k^T * D)) [U | W] = [beta v | beta k e^G]; then per chunk
+    values are [U | W] = (I + strict_lower(beta k k^T * D))^-1 [beta v | beta k e^G]; then per chunk
     v' = U - W S, o = (q e^G) S + (q k^T * D) v', S <- e^{G_C} S + (k e^{G_C - G})^T v'. Memory is linear in T
-    (one C x C block per chunk and head); the scan carries only S.
+    (a few C x C blocks per chunk and head); the scan carries only S.
     """
     f32 = jnp.float32
     b, t, h, dk = k.shape
@@ -246,11 +273,9 @@ def chunk_gated_delta_rule(q, k, v, g, beta, initial_state=None, chunk_size: int
     decay = jnp.exp(jnp.where(lower, cum[..., :, None] - cum[..., None, :], -jnp.inf))
     k_beta = k * beta[..., None]
     system = jnp.where(lower & ~jnp.eye(c, dtype=bool), k_beta @ jnp.swapaxes(k, -1, -2) * decay, 0.0)
-    system = system + jnp.eye(c, dtype=f32)
-    solve = lambda rhs: jax.lax.linalg.triangular_solve(system, rhs, left_side=True, lower=True,
-                                                        unit_diagonal=True)
-    u = solve(v * beta[..., None])
-    w = solve(k_beta * jnp.exp(cum)[..., None])
+    inverse = unit_lower_inverse(system + jnp.eye(c, dtype=f32))
+    u = inverse @ (v * beta[..., None])
+    w = inverse @ (k_beta * jnp.exp(cum)[..., None])
     intra = q @ jnp.swapaxes(k, -1, -2) * decay
     q_decayed = q * jnp.exp(cum)[..., None]
     k_decayed = k * jnp.exp(cum[..., -1:] - cum)[..., None]
@@ -519,10 +544,10 @@ def gdn_flops(config: Qwen3_5Config, tokens: int) -> float:
     """FLOPs of the chunked delta rule of one DeltaNet layer over `tokens` tokens (2 per multiply-add).
 
     Per chunk and head: the C x C products beta k k^T and q k^T (full blocks, as the hardware computes them), the
-    two triangular solves (half a block per right-hand column), intra-chunk attention times v', and three
-    state products (W S, q S, k^T v')."""
+    block inversion of the C x C system (2/3 C^3), the inverse times [beta v | beta k e^G], intra-chunk attention
+    times v', and three state products (W S, q S, k^T v')."""
     c, dk, dv = config.chunk_size, config.linear_key_head_dim, config.linear_value_head_dim
-    per_token = 2 * c * dk + c * (dk + dv) / 2 + c * dv + 3 * dk * dv
+    per_token = 2 * c * dk + c * c / 3 + c * (dk + dv) + c * dv + 3 * dk * dv
     return 2.0 * tokens * config.linear_num_value_heads * per_token
 
 

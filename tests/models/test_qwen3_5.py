@@ -173,6 +173,21 @@ def test_chunked_and_recurrent_gated_delta_rule_agree():
         np.testing.assert_allclose(a, b, atol=5e-5, rtol=1e-4)
 
 
+def test_unit_lower_inverse_and_rematerialised_gradients():
+    rng = np.random.default_rng(6)
+    for n in (16, 45):  # a power of two, and one padded to the next
+        t = np.tril(rng.normal(size=(2, n, n)) * 0.3, -1) + np.eye(n)
+        np.testing.assert_allclose(qwen3_5.unit_lower_inverse(jnp.asarray(t, jnp.float32)), np.linalg.inv(t),
+                                   atol=1e-5)
+    config = preset_config("qwen3.5-tiny").replace(vocab_size=VOCAB, chunk_size=CHUNK, num_layers=2,
+                                                 layer_types=("linear_attention", "full_attention"))
+    params = init_params(config, jax.random.PRNGKey(3), std=0.1)
+    tokens = jnp.asarray(rng.integers(0, VOCAB, size=(2, 40)))
+    grad = lambda c: jax.jit(jax.grad(lambda p: jnp.mean(forward(c, p, tokens) ** 2)))(params)
+    for a, b in zip(jax.tree.leaves(grad(config)), jax.tree.leaves(grad(config.replace(remat=True)))):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
 def test_export_writes_the_multimodal_layout_transformers_loads(multimodal_model, tmp_path):
     from transformers import Qwen3_5ForConditionalGeneration
 

@@ -178,29 +178,31 @@ def test_transient_failures_are_retried_on_another_server(policy, servers):
 
 def test_the_stand_in_answers_in_sglangs_shapes(policy, servers):
     url = servers[0].url
-    one = httpx.post(f"{url}/generate", json={"input_ids": PROMPTS[0], "rid": "a", "return_logprob": True,
-                                               "sampling_params": {"max_new_tokens": 8, "temperature": 0}}).json()
+    http = httpx.Client(timeout=120.0)  # a first request compiles its batch shape
+    one = http.post(f"{url}/generate", json={"input_ids": PROMPTS[0], "rid": "a", "return_logprob": True,
+                                              "sampling_params": {"max_new_tokens": 8, "temperature": 0}}).json()
     assert isinstance(one, dict) and one["meta_info"]["id"] == "a"
     ids, finish = one["output_ids"], one["meta_info"]["finish_reason"]
     assert finish == ({"type": "stop", "matched": STOP} if ids[-1] == STOP else {"type": "length", "length": 8})
     assert [t for _, t, _ in one["meta_info"]["output_token_logprobs"]] == ids
     assert one["meta_info"]["weight_version"] == "default" and one["meta_info"]["prompt_tokens"] == 4
-    many = httpx.post(f"{url}/generate", json={"input_ids": PROMPTS[:2], "rid": "b", "return_logprob": True,
-                                                "logprob_start_len": 0,
-                                                "sampling_params": {"max_new_tokens": 8, "n": 2}}).json()
+    many = http.post(f"{url}/generate", json={"input_ids": PROMPTS[:2], "rid": "b", "return_logprob": True,
+                                               "logprob_start_len": 0,
+                                               "sampling_params": {"max_new_tokens": 8, "n": 2}}).json()
     assert [m["meta_info"]["id"] for m in many] == ["b_0", "b_1", "b_2", "b_3"]
     inputs = many[2]["meta_info"]["input_token_logprobs"]
     assert inputs[0] == [None, PROMPTS[1][0], None] and len(inputs) == len(PROMPTS[1])
-    assert httpx.get(f"{url}/get_model_info").json()["weight_version"] == "default"
-    assert httpx.get(f"{url}/server_info").json()["enable_deterministic_inference"] is False
+    assert http.get(f"{url}/get_model_info").json()["weight_version"] == "default"
+    assert http.get(f"{url}/server_info").json()["enable_deterministic_inference"] is False
     for bad, message in [({"input_ids": PROMPTS[0], "sampling_params": {"top_p": 0}}, "top_p"),
                          ({"input_ids": PROMPTS[0], "sampling_params": {"top_k": 0}}, "top_k"),
                          ({"input_ids": PROMPTS[0], "sampling_params": {"max_new_tokens": -1}}, "max_new_tokens"),
                          ({"input_ids": PROMPTS[0], "text": "hi"}, "exactly one"),
                          ({"input_ids": PROMPTS[:2], "sampling_params": [{"n": 1}, {"n": 2}]}, "parallel_sample_num"),
                          ({"input_ids": PROMPTS[0], "sampling_params": {"min_p": 0.1}}, "min_p")]:
-        r = httpx.post(f"{url}/generate", json=bad)
+        r = http.post(f"{url}/generate", json=bad)
         assert r.status_code == 400 and message in r.json()["error"]["message"], (bad, r.text)
+    http.close()
 
 
 def _free_port():
