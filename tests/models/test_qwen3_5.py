@@ -127,12 +127,8 @@ def test_greedy_decode_with_the_cache_equals_transformers_generate(text_model):
         with torch.no_grad():
             ref = model.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False, eos_token_id=VOCAB - 1,
                                  pad_token_id=0)[0, len(ids):].tolist()
-        assert out.completion(i) == ref
-    # Each sampled logprob is the full forward's: the cache (conv inputs, recurrent state, KV) carries it exactly.
-    row = prompts[0] + out.completion(0)
-    logp = jax.nn.log_softmax(_forward(config, params, jnp.asarray([row]))[0], axis=-1)
-    want = [float(logp[len(prompts[0]) - 1 + j, t]) for j, t in enumerate(out.completion(0))]
-    np.testing.assert_allclose(out.logprobs[0, : len(want)], want, atol=1e-4)
+        assert out.completion(i) == ref and len(ref) == 20
+    # (tests/rollout/test_sglang.py checks the sampled logprobs against a full forward.)
 
 
 def _delta_rule_inputs(rng, b=2, t=45, h=3, dk=8, dv=5):
@@ -152,7 +148,7 @@ def test_chunked_and_recurrent_gated_delta_rule_agree():
     q, k, v, g, beta, state = _delta_rule_inputs(np.random.default_rng(4))
     chunked = jax.jit(qwen3_5.chunk_gated_delta_rule, static_argnums=6)
     out_c, final_c = chunked(q, k, v, g, beta, state, 16)  # 45 tokens: two full chunks and a padded one
-    out_r, final_r = qwen3_5.recurrent_gated_delta_rule(q, k, v, g, beta, state)
+    out_r, final_r = jax.jit(qwen3_5.recurrent_gated_delta_rule)(q, k, v, g, beta, state)
     np.testing.assert_allclose(out_c, out_r, atol=2e-5)
     np.testing.assert_allclose(final_c, final_r, atol=2e-5)
     # transformers' per-token reference (it normalises q itself, so undo our scaling and let it redo it).
@@ -167,8 +163,8 @@ def test_chunked_and_recurrent_gated_delta_rule_agree():
         return lambda *xs: sum(jnp.sum(jnp.sin(o)) for o in fn(*xs))
 
     args = (q, k, v, g, beta, state)
-    gc = jax.grad(loss(lambda *xs: qwen3_5.chunk_gated_delta_rule(*xs, 16)), argnums=range(6))(*args)
-    gr = jax.grad(loss(qwen3_5.recurrent_gated_delta_rule), argnums=range(6))(*args)
+    gc = jax.jit(jax.grad(loss(lambda *xs: qwen3_5.chunk_gated_delta_rule(*xs, 16)), argnums=range(6)))(*args)
+    gr = jax.jit(jax.grad(loss(qwen3_5.recurrent_gated_delta_rule), argnums=range(6)))(*args)
     for a, b in zip(gc, gr):
         np.testing.assert_allclose(a, b, atol=5e-5, rtol=1e-4)
 
@@ -186,6 +182,18 @@ def test_unit_lower_inverse_and_rematerialised_gradients():
     grad = lambda c: jax.jit(jax.grad(lambda p: jnp.mean(forward(c, p, tokens) ** 2)))(params)
     for a, b in zip(jax.tree.leaves(grad(config)), jax.tree.leaves(grad(config.replace(remat=True)))):
         np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_sharded_forward_equals_unsharded(multimodal_model):
+    from harnessrl_jax.models.sharding import make_mesh, shard_params
+
+    _, path = multimodal_model
+    config, params, _ = load_pretrained(path, chunk_size=CHUNK)
+    tokens = jnp.asarray(np.random.default_rng(7).integers(0, VOCAB, size=(4, 24)))
+    sharded = shard_params(config, params, make_mesh(data=2, fsdp=2, tensor=2))
+    assert sharded["linear_attn"]["w_qkv"].sharding.spec == jax.sharding.PartitionSpec(None, "fsdp", "tensor")
+    np.testing.assert_allclose(np.asarray(_forward(config, sharded, tokens)),
+                               np.asarray(_forward(config, params, tokens)), atol=1e-4)
 
 
 def test_export_writes_the_multimodal_layout_transformers_loads(multimodal_model, tmp_path):
