@@ -90,7 +90,7 @@ def load_pretrained(name_or_path: str, **config_overrides) -> tuple[Any, Params,
         import jax
 
         config = preset_config(name_or_path).replace(**config_overrides)
-        _, _, tokenizer = load_pretrained(RANDOM_PRESETS[name_or_path])
+        tokenizer = tok.Tokenizer.from_gguf(weights_path(RANDOM_PRESETS[name_or_path]))  # the tokenizer only
         if tokenizer.vocab_size > config.vocab_size:
             raise ValueError(f"preset {name_or_path!r}: tokenizer has {tokenizer.vocab_size} ids, model "
                              f"{config.vocab_size}")

@@ -58,7 +58,8 @@ PRESETS: dict[str, ModelConfig | Qwen3_5Config] = {
     ),
 }
 
-# Presets with no pretrained weights whose load_pretrained gives random params (seed 0) and a bundled tokenizer.
+# Presets with no pretrained weights: load_pretrained gives random params (seed 0) and the tokenizer of the named
+# GGUF preset.
 RANDOM_PRESETS = {"qwen3.5-tiny": "smollm2-135m-instruct"}
 
 # Where a preset's weights live when no path is given. Presets without an entry need a local directory.
@@ -69,6 +70,7 @@ _WEIGHT_HINTS = {
     "qwen3.5-0.8b": "a local HF directory holding Qwen/Qwen3.5-0.8B (config.json + *.safetensors)",
     "qwen3.5-4b": "a local HF directory holding Qwen/Qwen3.5-4B (config.json + *.safetensors)",
     "qwen3.5-9b": "a local HF directory holding Qwen/Qwen3.5-9B (config.json + *.safetensors)",
+    "qwen3.5-tiny": "nothing: it has no pretrained weights; load_pretrained('qwen3.5-tiny') gives random ones",
 }
 
 
