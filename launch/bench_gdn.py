@@ -3,10 +3,10 @@
     python launch/bench_gdn.py [--shapes=1x2048x32,4x512x32] [--chunk=64] [--repeats=3]
 
 Each shape is batch x tokens x value heads, with Qwen3.5's head sizes (Dk = Dv = 128). It times
-`qwen3_5.chunk_gated_delta_rule` (jitted, float32), its gradient with respect to every input, and the token-by-token
-recurrence on the same inputs, then prints achieved GFLOP/s (models/qwen3_5.gdn_flops; forward+backward counted as
-3x the forward) and the ratio against a 2048 x 2048 float32 matmul timed in the same run. Keep other work off the
-machine while it runs.
+`gated_deltanet.chunk_gated_delta_rule` (jitted, float32), its gradient with respect to every input, and the
+token-by-token recurrence on the same inputs, then prints achieved GFLOP/s (models/qwen3_5.gdn_flops; forward+backward
+counted as 3x the forward) and the ratio against a 2048 x 2048 float32 matmul timed in the same run. Keep other work
+off the machine while it runs.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ def main(argv):
     import jax.numpy as jnp
 
     from harnessrl_jax.models import preset_config
-    from harnessrl_jax.models.qwen3_5 import chunk_gated_delta_rule, gdn_flops, recurrent_gated_delta_rule
+    from harnessrl_jax.models.gated_deltanet import chunk_gated_delta_rule, recurrent_gated_delta_rule
+    from harnessrl_jax.models.qwen3_5 import gdn_flops
 
     chunked = jax.jit(lambda *xs: chunk_gated_delta_rule(*xs, chunk_size=FLAGS.chunk)[0])
     grads = jax.jit(jax.grad(lambda *xs: jnp.sum(chunk_gated_delta_rule(*xs, chunk_size=FLAGS.chunk)[0]),

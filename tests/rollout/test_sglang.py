@@ -6,7 +6,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import httpx
 import jax
