@@ -98,7 +98,8 @@ def get_config(arg=None):
     c.evolver_model = dict(base_url="", model="", api_key_env="", structured_output="", max_tokens=1024)
     # Judge for criteria not tagged verifier:rule. With no base_url they are dropped from the training rubric at
     # start-up (the count is logged and in metrics as judge/dropped_llm_criteria); with one, they go to an
-    # OpenAI-compatible server (SGLang, vLLM, llama.cpp). Rule criteria always go to the rule checkers.
+    # OpenAI-compatible server (SGLang, vLLM, llama.cpp); several servers of one model are comma-separated base URLs.
+    # Rule criteria always go to the rule checkers.
     c.judge = dict(base_url="", model="", api_key_env="", structured_output="json_schema")
 
     # Rollout engine: 'jax' (in-process, the CPU default) or 'sglang' (SGLang servers over their native API,

@@ -231,3 +231,52 @@ def test_serve_py_serves_the_policy_to_sglang_engine(policy, tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def multihost_worker(process_id: int, port: int, url: str, weights_dir: str, out: str) -> None:
+    """One of two processes of a jax.distributed run: both export their share of the sharded params, process 0
+    moves the server, both get process 0's rollouts."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("launch_train", os.path.join(ROOT, "launch", "train.py"))
+    train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train)
+    train.initialize_distributed(f"localhost:{port}", 2, process_id)
+    from harnessrl_jax.models.sharding import make_mesh, shard_params
+
+    assert jax.process_count() == 2
+    params = shard_params(CONFIG, _params(1), make_mesh(1, 2, 1))  # every weight split across the two processes
+    client = SGLangEngine(url, stop_ids=[STOP], pad_id=0, model_config=CONFIG, weights_dir=weights_dir,
+                          export_dtype="float32")
+    client.update_weights(params)
+    np.save(f"{out}.{process_id}.npy", _greedy(client).tokens)
+    client.close()
+    jax.distributed.shutdown()
+
+
+def test_two_processes_share_the_export_and_get_the_same_rollouts(policy, tmp_path):
+    with NativeServer(_engine(policy)) as server:
+        env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1", "JAX_PLATFORMS": "cpu",
+               "PYTHONPATH": ROOT}  # this checkout's package, whatever is installed
+        port, out = _free_port(), str(tmp_path / "tokens")
+        procs = [subprocess.Popen([sys.executable, __file__, str(i), str(port), server.url, str(tmp_path / "w"), out],
+                                  cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for i in range(2)]
+        try:
+            logs = [p.communicate(timeout=300)[0] for p in procs]
+        finally:
+            for p in procs:
+                p.kill()
+        for p, log in zip(procs, logs):
+            assert p.returncode == 0, log[-4000:]
+        assert server.weight_version == "1"
+    files = sorted(os.listdir(tmp_path / "w" / "v000001"))
+    assert {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+            "model.safetensors.index.json", "config.json"} <= set(files)
+    want = _greedy(_engine(_params(1))).tokens
+    for i in range(2):
+        np.testing.assert_array_equal(np.load(f"{out}.{i}.npy"), want)
+
+
+if __name__ == "__main__":
+    multihost_worker(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])
