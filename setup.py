@@ -11,7 +11,6 @@ setup(
     python_requires=">=3.10",
     install_requires=[
         "jax>=0.6",
-        "flax>=0.10",
         "optax>=0.2",
         "orbax-checkpoint>=0.11",
         "ml-collections>=1.0",
@@ -56,6 +55,7 @@ setup(
             # A real OpenAI-compatible server for the HTTP judge tests (compiles llama.cpp, ~5 minutes).
             "llama-cpp-python[server]>=0.3",
         ],
-        "gpu": ["sglang"],
+        # Rollout and judge servers at scale (third_party/sglang/README.md); pinned, as its HTTP routes move.
+        "gpu": ["sglang==0.5.23"],
     },
 )

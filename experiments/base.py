@@ -148,7 +148,7 @@ def get_config(arg=None):
     # The judge. Criteria tagged verifier:rule always go to the rule checkers; the others go to `kind`: 'rule' (no
     # LLM judge: they are dropped from the training rubric at start-up, counted in judge/dropped_llm_criteria),
     # 'openai' (an OpenAI-compatible server at base_url: SGLang, vLLM, llama.cpp) or 'anthropic' (the Messages API;
-    # base_url optional, key from api_key_env).
+    # base_url optional, key from api_key_env); several servers of one model are comma-separated base URLs.
     # `api_key_env` names the environment variable holding the key, never the key. Outages (harnessrl_jax.failures):
     # a batch of LLM-judged cells (a step's scoring, a critic regrade) with more than max_failed_fraction of them
     # unanswered (error, timeout) is asked again after outage_pause_s seconds, up to outage_retries times; a judge
@@ -158,6 +158,13 @@ def get_config(arg=None):
     c.judge = dict(kind="rule", base_url="", model="", api_key_env="", structured_output="",
                    max_retries=3, timeout_s=60.0, max_concurrency=8,
                    max_failed_fraction=0.02, outage_pause_s=30.0, outage_retries=3)
+
+    # Rollout engine: 'jax' (in-process, the CPU default) or 'sglang' (SGLang servers over their native API,
+    # rollout/sglang.py). For 'sglang': base_urls, one or several comma-separated server roots; weights_dir, where
+    # each weight version is written for /update_weights_from_disk (a path every server can read); export_dtype,
+    # the dtype written there.
+    c.rollout = dict(engine="jax", base_urls="", weights_dir="", export_dtype="bfloat16", chunk_rows=64,
+                     timeout_s=3600.0)
 
     c.report = True  # write report.html (launch/report.py) into the run directory at the end
 

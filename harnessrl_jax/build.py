@@ -149,7 +149,7 @@ class Run:
     tokenizer: Any
     tasks: list[Task]
     trainer: Trainer
-    engine: JaxEngine
+    engine: Any  # a rollout.RolloutEngine: JaxEngine or SGLangEngine (config.rollout.engine)
     ref_params: Params | None
     initial_params: Params  # host copy of the starting policy (the fresh train state is built from it)
     seq_len: int
@@ -187,7 +187,7 @@ def setup(config) -> Run:
     trainer = Trainer(model_config, optimizer, mesh, LossSettings.from_config(loss_config(config)),
                       schedule=schedule, micro_batches=config.micro_batches)
     ref_params = trainer.place_params(params) if config.loss.kl_coef else None
-    engine = JaxEngine(trainer.model_config, params, tokenizer)
+    engine = build_engine(config, trainer.model_config, params, tokenizer)
     rows = round_up(config.tasks_per_step * config.num_generations,
                     config.get("mini_batches", 1) * config.micro_batches * trainer.data_parallel)
     prompt_limit = config.max_prompt_len + guidance_budget(config)
@@ -215,11 +215,36 @@ def loss_config(config) -> dict[str, Any]:
     return {**loss, "temperature": config.temperature}
 
 
+def build_engine(config, model_config: ModelConfig, params: Params, tokenizer):
+    """The rollout engine config.rollout names: 'jax' (in-process, the CPU default) or 'sglang' (SGLang servers
+    over their native API; weights reach them through config.rollout.weights_dir)."""
+    r = config.get("rollout") or {"engine": "jax"}
+    if r["engine"] == "jax":
+        return JaxEngine(model_config, params, tokenizer)
+    if r["engine"] == "sglang":
+        import os
+
+        from harnessrl_jax.rollout import SGLangEngine
+
+        base = config.model_name if os.path.isdir(config.model_name) else None
+        return SGLangEngine(r["base_urls"], tokenizer, model_config=model_config, weights_dir=r["weights_dir"],
+                            base_model_dir=base, export_dtype=r["export_dtype"], chunk_rows=int(r["chunk_rows"]),
+                            timeout_s=float(r["timeout_s"]))
+    raise ValueError(f"--config.rollout.engine={r['engine']!r}: expected jax or sglang")
+
+
 def initial_state(run: Run) -> TrainState:
     """The train state at step 0: the starting policy, a zeroed optimiser, the run's root key."""
     state = run.trainer.init_state(run.initial_params, jax.random.PRNGKey(run.config.seed))
-    run.engine.update_weights(engine_params(state.params))
+    push_weights(run, state.params)
     return state
+
+
+def push_weights(run: Run, params: Params) -> None:
+    """Moves the run's engine to `params`: the in-process engine samples with the arrays themselves (a full host
+    copy on each process when there are several, so every process samples the same rollouts); SGLang's engine is
+    given the sharded params and exports them leaf by leaf."""
+    run.engine.update_weights(engine_params(params) if isinstance(run.engine, JaxEngine) else params)
 
 
 def engine_params(params: Params) -> Params:

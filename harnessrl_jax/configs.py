@@ -194,6 +194,15 @@ def check(config) -> list[str]:
                f"--config.memory.min_cosine and --config.memory.calibrated_for={used}, or point "
                f"--config.memory.embedder at {m.calibrated_for}")
 
+    r = config.get("rollout")
+    if r is not None:
+        _one_of(p, r.engine, ("jax", "sglang"), "rollout.engine")
+        if r.engine == "sglang":
+            _check(p, bool(r.base_urls), "--config.rollout.base_urls is empty: rollout.engine='sglang' needs the "
+                                         "policy servers' roots (http://HOST:PORT, comma-separated)")
+            _check(p, bool(r.weights_dir), "--config.rollout.weights_dir is empty: where each weight version is "
+                                           "written for the servers to load (a path they can all read)")
+
     j = config.judge
     _one_of(p, j.kind, JUDGE_KINDS, "judge.kind")
     if j.kind == "openai":
@@ -231,9 +240,15 @@ def needs(config, *, probe: Callable[[str], str | None] | None = None) -> list[s
     probe = probe or _probe_openai
     out: list[str] = []
     if config.model_name != "tiny":
+        from harnessrl_jax.models import RANDOM_PRESETS
         from harnessrl_jax.models.presets import PRESETS, weights_path
 
-        if config.model_name in PRESETS:
+        if config.model_name in RANDOM_PRESETS:  # random weights; only the bundled tokenizer is read
+            try:
+                weights_path(RANDOM_PRESETS[config.model_name])
+            except FileNotFoundError as e:
+                out.append(f"--config.model_name={config.model_name}: its tokenizer: {e}")
+        elif config.model_name in PRESETS:
             try:
                 weights_path(config.model_name)
             except FileNotFoundError as e:

@@ -356,7 +356,7 @@ class Stepper:
         if method.loss_context == "bare":
             rollouts = dataclasses.replace(rollouts, prompt_ids=render_prompts(run, tasks)[0])
         state, train_metrics = train_on_rollouts(run, state, rollouts, advantages, u)
-        run.engine.update_weights(build.engine_params(state.params))
+        build.push_weights(run, state.params)
         timings["time/train"] = time.perf_counter() - start
 
         self.harness = H_next

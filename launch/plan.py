@@ -65,7 +65,7 @@ def plan(config) -> dict:
     from harnessrl_jax.models.sharding import make_mesh
     from harnessrl_jax.rl.batch import TrainBatch, round_up
     from harnessrl_jax.rl.optim import make_optimizer
-    from harnessrl_jax.models.llama import forward_flops
+    from harnessrl_jax.models import forward_flops
     from harnessrl_jax.rl.step import LossSettings, Trainer
 
     model_config = model_shapes(config)

@@ -186,7 +186,7 @@ def train(config, workdir: str, stop_after: int | None = None, restore_step: int
                                 f"cut back to checkpoint {start}; train in a new --workdir") from None
         except ValueError as e:  # a memory or harness that is not this checkpoint's
             raise cli.UserError(f"cannot resume from checkpoint {start} in {workdir}: {e}") from None
-        run.engine.update_weights(build.engine_params(state.params))
+        build.push_weights(run, state.params)
         logging.info("resumed from step %d (%s)", start, ckpt.directory)
     end = config.total_steps if stop_after is None else min(stop_after, config.total_steps)
     # metrics.jsonl numbers a step by the updates done after it (1-based); harness.jsonl by the step that proposed

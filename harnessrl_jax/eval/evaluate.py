@@ -172,7 +172,7 @@ def restore_policy(run, workdir: str, step: int | None) -> int:
         elif step not in steps:
             raise FileNotFoundError(f"{directory} has no checkpoint at step {step}; it has {sorted(steps)}")
         state, _, _ = ckpt.restore(run.trainer.abstract_state(), step)
-    run.engine.update_weights(build.engine_params(state.params))
+    build.push_weights(run, state.params)
     return step
 
 

@@ -1,20 +1,100 @@
-"""Model families as pure functions of a params pytree, their loaders, exporter, tokenizer and sharding rules."""
+"""Model families as pure functions of a params pytree, their loaders, exporter, tokenizer and sharding rules.
+
+A family is looked up from the type of its config (`family(config)`): llama.py (Llama, SmolLM2, Qwen2/3 dense,
+`ModelConfig`) and qwen3_5.py (the Qwen3.5 hybrid, `Qwen3_5Config`). The functions below dispatch on it, so the
+trainer and the sampler run any family without naming one.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from typing import Any, Callable
 
-from harnessrl_jax.models.llama import KVCache, ModelConfig, Params, forward, forward_cached, init_params
-from harnessrl_jax.models.presets import PRESETS, preset_config, weights_path
+from harnessrl_jax.models import llama, qwen3_5
+from harnessrl_jax.models.llama import KVCache, ModelConfig, Params
+from harnessrl_jax.models.presets import PRESETS, RANDOM_PRESETS, preset_config, weights_path
+from harnessrl_jax.models.qwen3_5 import HybridCache, Qwen3_5Config
 
 
-def load_pretrained(name_or_path: str, **config_overrides):
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """What the trainer, the sampler and the planner need of one model family."""
+
+    name: str
+    forward: Callable  # (config, params, tokens, attention_mask=None, positions=None, constrain=...) -> logits
+    forward_cached: Callable  # (config, params, tokens, positions, token_valid, cache, index) -> (logits, cache)
+    init_cache: Callable  # (config, batch, length) -> an empty cache with a .repeat(n) method
+    param_shapes: Callable  # config -> the params pytree as tuples of ints
+    init_params: Callable  # (config, rng, std) -> random params
+    forward_flops: Callable  # (config, batch, seq) -> matmul FLOPs of one forward
+
+
+FAMILIES: dict[type, Family] = {
+    ModelConfig: Family("llama", llama.forward, llama.forward_cached, KVCache.empty, llama.param_shapes,
+                        llama.init_params, llama.forward_flops),
+    Qwen3_5Config: Family("qwen3_5", qwen3_5.forward, qwen3_5.forward_cached, HybridCache.empty,
+                          qwen3_5.param_shapes, qwen3_5.init_params, qwen3_5.forward_flops),
+}
+
+
+def family(config) -> Family:
+    """The family of a model config."""
+    try:
+        return FAMILIES[type(config)]
+    except KeyError:
+        raise TypeError(f"no model family for config type {type(config).__name__} "
+                        f"(known: {', '.join(t.__name__ for t in FAMILIES)})") from None
+
+
+def forward(config, params: Params, tokens, *args, **kwargs):
+    """Logits [batch, seq, vocab] in float32 for tokens [batch, seq], for any family (see llama.forward)."""
+    return family(config).forward(config, params, tokens, *args, **kwargs)
+
+
+def forward_cached(config, params: Params, tokens, positions, token_valid, cache, index):
+    """One cached step of any family (see llama.forward_cached): (logits, new cache)."""
+    return family(config).forward_cached(config, params, tokens, positions, token_valid, cache, index)
+
+
+def init_cache(config, batch: int, length: int):
+    """An empty decoding cache of `config`'s family for `batch` rows of `length` slots."""
+    return family(config).init_cache(config, batch, length)
+
+
+def param_shapes(config) -> Params:
+    """The params pytree of `config` as tuples of ints."""
+    return family(config).param_shapes(config)
+
+
+def init_params(config, rng, std: float = 0.02) -> Params:
+    """Random params of `config`'s family."""
+    return family(config).init_params(config, rng, std)
+
+
+def forward_flops(config, batch: int, seq: int) -> float:
+    """Matmul FLOPs of one causal forward over [batch, seq] tokens."""
+    return family(config).forward_flops(config, batch, seq)
+
+
+def load_pretrained(name_or_path: str, **config_overrides) -> tuple[Any, Params, Any]:
     """(model_config, params, tokenizer) from a preset name, a .gguf file or a local HF directory.
 
-    The tokenizer is None for an HF directory without tokenizer files. Nothing is ever downloaded.
+    An HF directory's family follows its config.json's model_type; its tokenizer is None when the directory holds
+    no tokenizer files. A random preset (`qwen3.5-tiny`) gives seeded random params and its bundled tokenizer.
+    Nothing is ever downloaded.
     """
     from harnessrl_jax.models import loading, tokenizer as tok
 
+    if name_or_path in RANDOM_PRESETS:
+        import jax
+
+        config = preset_config(name_or_path).replace(**config_overrides)
+        tokenizer = tok.Tokenizer.from_gguf(weights_path(RANDOM_PRESETS[name_or_path]))  # the tokenizer only
+        if tokenizer.vocab_size > config.vocab_size:
+            raise ValueError(f"preset {name_or_path!r}: tokenizer has {tokenizer.vocab_size} ids, model "
+                             f"{config.vocab_size}")
+        return config, init_params(config, jax.random.PRNGKey(0)), tokenizer
     path = weights_path(name_or_path) if name_or_path in PRESETS else name_or_path
     if os.path.isdir(path):
         config, params = loading.load_hf_dir(path, **config_overrides)
@@ -31,6 +111,7 @@ def load_pretrained(name_or_path: str, **config_overrides):
 
 
 __all__ = [
-    "KVCache", "ModelConfig", "Params", "PRESETS", "forward", "forward_cached", "init_params", "load_pretrained",
+    "FAMILIES", "Family", "HybridCache", "KVCache", "ModelConfig", "Params", "PRESETS", "Qwen3_5Config", "family",
+    "forward", "forward_cached", "forward_flops", "init_cache", "init_params", "load_pretrained", "param_shapes",
     "preset_config",
 ]

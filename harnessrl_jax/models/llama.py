@@ -119,6 +119,10 @@ class KVCache(NamedTuple):
         dtype = jnp.dtype(config.compute_dtype)
         return cls(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype), jnp.zeros((batch, length), bool))
 
+    def repeat(self, n: int) -> "KVCache":
+        """Each batch row repeated n times in place (row i -> rows i*n .. i*n+n-1)."""
+        return KVCache(jnp.repeat(self.k, n, axis=1), jnp.repeat(self.v, n, axis=1), jnp.repeat(self.valid, n, 0))
+
 
 def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
     """RMSNorm computed in float32, cast back to the input dtype (as HF does)."""

@@ -11,7 +11,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from harnessrl_jax.models.llama import ModelConfig, Params, param_shapes
+from harnessrl_jax.models import Params, param_shapes
 
 MESH_AXES = ("data", "fsdp", "tensor")
 
@@ -33,6 +33,17 @@ _RULES = {
     "w_gate": P(None, "fsdp", "tensor"),
     "w_up": P(None, "fsdp", "tensor"),
     "w_down": P(None, "tensor", "fsdp"),
+    # Qwen3.5's Gated DeltaNet: projections split like attention's (heads over tensor), its per-head vectors and
+    # the 4-tap convolution split over tensor along channels.
+    "w_qkv": P(None, "fsdp", "tensor"),
+    "w_z": P(None, "fsdp", "tensor"),
+    "w_b": P(None, "fsdp", "tensor"),
+    "w_a": P(None, "fsdp", "tensor"),
+    "conv": P(None, None, "tensor"),
+    "A_log": P(None, "tensor"),
+    "dt_bias": P(None, "tensor"),
+    "gdn_norm": P(None, None),
+    "w_out": P(None, "tensor", "fsdp"),
 }
 
 # Activations: batch over data and fsdp (FSDP is data parallel over weights gathered per layer).
@@ -66,7 +77,7 @@ def _fit(spec: P, shape: tuple[int, ...], mesh: Mesh) -> P:
     return P(*out)
 
 
-def partition_specs(config: ModelConfig, mesh: Mesh) -> Params:
+def partition_specs(config, mesh: Mesh) -> Params:
     """PartitionSpecs for every parameter of `config`, fitted to `mesh`."""
     shapes = param_shapes(config)
     return jax.tree_util.tree_map_with_path(
@@ -76,12 +87,12 @@ def partition_specs(config: ModelConfig, mesh: Mesh) -> Params:
     )
 
 
-def param_shardings(config: ModelConfig, mesh: Mesh) -> Params:
+def param_shardings(config, mesh: Mesh) -> Params:
     """NamedShardings for every parameter."""
     return jax.tree.map(lambda s: NamedSharding(mesh, s), partition_specs(config, mesh),
                         is_leaf=lambda x: isinstance(x, P))
 
 
-def shard_params(config: ModelConfig, params: Params, mesh: Mesh) -> Params:
+def shard_params(config, params: Params, mesh: Mesh) -> Params:
     """Place params on the mesh according to the rules."""
     return jax.device_put(params, param_shardings(config, mesh))

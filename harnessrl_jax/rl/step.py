@@ -29,7 +29,7 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from harnessrl_jax.models.llama import ModelConfig, Params, forward, param_shapes
+from harnessrl_jax.models import ModelConfig, Params, forward, param_shapes
 from harnessrl_jax.models.sharding import BATCH_SPEC, partition_specs
 from harnessrl_jax.rl import grpo
 from harnessrl_jax.rl.batch import TrainBatch

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harnessrl_jax.models.llama import KVCache, ModelConfig, Params, forward_cached
+from harnessrl_jax.models import ModelConfig, Params, forward_cached, init_cache
 from harnessrl_jax.rollout.base import Rollouts
 
 
@@ -50,10 +50,10 @@ def _generate(params, prompt_tokens, prompt_valid, num_prompts, stop_ids, key, t
               config: ModelConfig, n: int, cache_len: int, top_k: int, use_top_p: bool):
     batch, prompt_len = prompt_tokens.shape
     positions = jnp.maximum(jnp.cumsum(prompt_valid, axis=-1) - 1, 0)
-    cache = KVCache.empty(config, batch, cache_len)
+    cache = init_cache(config, batch, cache_len)
     logits, cache = forward_cached(config, params, prompt_tokens, positions, prompt_valid, cache, jnp.int32(0))
     # Prefill once per distinct prompt, then give each of the n samples its own copy of the cache.
-    cache = KVCache(jnp.repeat(cache.k, n, axis=1), jnp.repeat(cache.v, n, axis=1), jnp.repeat(cache.valid, n, 0))
+    cache = cache.repeat(n)
     last = jnp.repeat(logits[:, -1], n, axis=0)
     next_pos = jnp.repeat(prompt_valid.sum(-1).astype(jnp.int32), n)
     rows = batch * n

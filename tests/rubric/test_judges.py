@@ -3,8 +3,10 @@ stdlib fake servers (well-behaved, hanging, dropping, garbage, flaky) and a real
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
 import json
+import re
 import socket
 import threading
 from typing import Any, Callable
@@ -460,6 +462,58 @@ def test_openai_judge_per_rubric_makes_one_call_per_response(fake_server):
     assert "3 numbered criteria" in p and "1. [+5 points] Mentions drinking water." in p
     assert "3. [-4 points, PITFALL] Promises" in p
     assert m.verdicts.tolist() == [[1, 1], [0, 0], [1, 1]] and m.explanations[1, 0] == "e2"
+
+
+def _shared_prefix(texts):
+    return texts[0][: next((i for i, cs in enumerate(zip(*texts)) if len(set(cs)) > 1), min(map(len, texts)))]
+
+
+def test_judge_prompts_put_what_a_task_shares_first_for_the_prefix_cache(fake_server):
+    server = fake_server(answer_by_criterion)
+    responses = RESPONSES + ["Rest in a dark room."]
+    with fast_judge(server.url, mode="per_rubric") as judge:
+        judge.score(TASK, responses)
+    # Per rubric: the J prompts of a task are one prefix, holding the instructions and the whole rubric, then the
+    # response.
+    prefix = _shared_prefix([prompt_of(b) for b in server.bodies()])
+    assert "How to grade" in prefix and "3. [-4 points, PITFALL] Promises" in prefix
+    assert not any(r in prefix for r in responses)
+    server.requests.clear()
+    with fast_judge(server.url) as judge:
+        judge.score(TASK, responses)
+    # Per criterion: the K prompts about one response share a prefix that holds the response.
+    for response in responses:
+        prompts = [prompt_of(b) for b in server.bodies() if response in prompt_of(b)]
+        assert len(prompts) == 3 and response in _shared_prefix(prompts)
+
+
+def test_openai_judge_keeps_a_task_on_one_of_several_servers(fake_server):
+    servers = [fake_server(answer_by_criterion) for _ in range(3)]
+    tasks = [dataclasses.replace(TASK, id=f"t{i}", prompt=({"role": "user", "content": f"Case {i}: headache."},))
+             for i in range(12)]
+    urls = ", ".join(f"{s.url}/v1" for s in servers)  # a comma-separated string, as a config holds it
+    with OpenAIJudge(urls, "fake-judge", timeout_s=0.5, max_retries=1, backoff_s=0.01) as judge:
+        mats = judge.score_batch(tasks, [RESPONSES] * len(tasks))
+    assert all((m.status == OK).all() for m in mats)
+    where = {}
+    for k, s in enumerate(servers):
+        for body in s.bodies():
+            where.setdefault(re.search(r"Case \d+", prompt_of(body)).group(), set()).add(k)
+    assert len(where) == 12 and all(len(ks) == 1 for ks in where.values())  # each task's calls on one server
+    assert all(s.requests for s in servers)  # and the tasks spread over all of them
+    assert {p for s in servers for p, _, _ in s.requests} == {"/v1/chat/completions"}
+
+
+def test_openai_judge_retries_a_failing_server_on_the_next_one(fake_server):
+    down = fake_server(lambda b, h, n: Reply.json({"error": "overloaded"}, status=503))
+    up = fake_server(answer_by_criterion)
+    with OpenAIJudge([f"{down.url}/v1", f"{up.url}/v1"], "fake-judge", timeout_s=0.5, max_retries=1,
+                     backoff_s=0.01) as judge:
+        m = judge.score_batch([dataclasses.replace(TASK, id=f"t{i}", prompt=(
+            {"role": "user", "content": f"Case {i}"},)) for i in range(6)], [RESPONSES[:1]] * 6)
+        stats = judge.stats
+    assert all((x.status == OK).all() for x in m) and len(up.requests) == 18
+    assert stats["retries"] == len(down.requests) > 0  # every call that met the failing server was retried
 
 
 def test_no_criteria_or_no_responses_make_no_calls(fake_server):

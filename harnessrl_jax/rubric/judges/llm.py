@@ -12,6 +12,13 @@ The response sits between <response> tags that it cannot close itself (`render_r
 the judge to grade it as text: a policy under RL learns to write to its judge ("the response above meets every
 criterion"); launch/bench_judge_injection.py measures how often that works.
 
+The prompts are ordered for a server's prefix cache (SGLang's radix cache): the fixed instructions first, then the
+task's conversation, then what the calls of one task share longest. Per rubric, the criteria come before the
+response, so the J calls of a task repeat one prefix holding the whole rubric; per criterion, the response comes
+before its criterion, so the K calls about one response repeat a prefix holding the response (criteria are a few
+tokens, responses hundreds). Every call carries its task as a routing key, so a judge over several servers can send
+a task's calls to one server and keep that prefix warm there.
+
 Failures never stop a batch: each call is retried with exponential backoff and jitter on timeouts, dropped
 connections, 408/429/5xx and malformed bodies; what still fails becomes NaN cells with status 'timeout' or
 'error', and an answer with no readable verdict becomes 'unparsed'. Identical calls (same model, messages,
@@ -76,6 +83,7 @@ class _Call:
     task: int
     response: int
     rows: tuple[int, ...]  # criterion rows of the task that this call judges
+    route: str = ""  # calls with one route share a prompt prefix (the task's): see the module docstring
 
 
 def render_conversation(task: Task) -> str:
@@ -150,6 +158,7 @@ class LLMJudge(Judge):
         self._rng = random.Random()
         self._secrets: tuple[str, ...] = ()  # a subclass's API key: cut from every failure detail it reports
         self._lock = threading.Lock()
+        self._attempt = threading.local()  # (route, attempt number) of the call this thread is sending
         self._stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, OK: 0, ERROR: 0, TIMEOUT: 0,
                        "input_tokens": 0, "output_tokens": 0}
 
@@ -199,8 +208,15 @@ class LLMJudge(Judge):
             d = max(d, min(retry_after, self.max_backoff_s))
         return d
 
-    def complete(self, messages: Sequence[dict[str, str]], schema: dict, key: str | None = None) -> Completion:
-        """One logical call: from the cache, else with up to `max_retries` retries; never raises CallFailed."""
+    def current_attempt(self) -> tuple[str | None, int]:
+        """(route, attempt number from 0) of the call being sent from this thread: what `_send` may use to pick a
+        server."""
+        return getattr(self._attempt, "route", None), getattr(self._attempt, "number", 0)
+
+    def complete(self, messages: Sequence[dict[str, str]], schema: dict, key: str | None = None,
+                 route: str | None = None) -> Completion:
+        """One logical call: from the cache, else with up to `max_retries` retries; never raises CallFailed.
+        `route` groups calls that share a prompt prefix (see the module docstring)."""
         key = key or self._key(messages, schema)
         t0 = time.perf_counter()
         self._count(calls=1)
@@ -215,6 +231,7 @@ class LLMJudge(Judge):
                 self._count(retries=1)
                 time.sleep(self._backoff(attempt - 1, failure.retry_after))
             self._count(requests=1)
+            self._attempt.route, self._attempt.number = route, attempt
             try:
                 text, finish, *rest = self._send(messages, schema)
             except CallFailed as e:
@@ -245,6 +262,7 @@ class LLMJudge(Judge):
 
     def _calls(self, ti: int, task: Task, responses: Sequence[str], criteria: Sequence[Criterion]) -> list[_Call]:
         conversation = render_conversation(task)
+        route = cache_key({"conversation": conversation})
         calls = []
         for j, response in enumerate(responses):
             response = render_response(response)
@@ -253,14 +271,14 @@ class LLMJudge(Judge):
                 for k, c in enumerate(criteria):
                     text = templates.fill(self.criterion_template, conversation=conversation, response=response,
                                           criterion=render_criterion(c))
-                    calls.append(_Call(({"role": "user", "content": text},), schema, ti, j, (k,)))
+                    calls.append(_Call(({"role": "user", "content": text},), schema, ti, j, (k,), route))
             elif criteria:
                 listing = "\n".join(f"{i}. {render_criterion(c)}" for i, c in enumerate(criteria, start=1))
                 text = templates.fill(self.rubric_template, conversation=conversation, response=response,
                                       criteria=listing, n_criteria=len(criteria))
                 calls.append(_Call(({"role": "user", "content": text},),
                                    rubric_schema(len(criteria), self.explanation_max_chars), ti, j,
-                                   tuple(range(len(criteria)))))
+                                   tuple(range(len(criteria))), route))
         return calls
 
     def score_batch(self, tasks: Sequence[Task], responses: Sequence[Sequence[str]],
@@ -276,7 +294,7 @@ class LLMJudge(Judge):
         if not by_key:
             return out
         with concurrent.futures.ThreadPoolExecutor(min(self.max_concurrency, len(by_key))) as pool:
-            futures = {pool.submit(self.complete, group[0].messages, group[0].schema, key): group
+            futures = {pool.submit(self.complete, group[0].messages, group[0].schema, key, group[0].route): group
                        for key, group in by_key.items()}
             for fut in concurrent.futures.as_completed(futures):
                 completion = fut.result()
