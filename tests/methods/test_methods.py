@@ -114,8 +114,8 @@ def test_the_paper_config_lists_everything_it_still_needs_with_the_flags():
     config = configs.load(os.path.join(REPO, "experiments", "rubric_mix_4b.py"))
     problems = configs.check(config) + configs.needs(config)
     text = "\n".join(problems)
-    for flag in ("--config.tasks.path", "--config.judge.base_url", "--config.judge.model", "--config.model_name",
-                 "--config.memory.embedder"):
+    for flag in ("--config.tasks.path", "--config.judge.base_url", "--config.model_name", "--config.memory.embedder",
+                 "--config.rollout.base_urls", "--config.rollout.weights_dir"):
         assert flag in text, text
     assert methods.describe(config).interfaces == INTERFACES
     assert config.harness.proposer == "llm" and config.harness.llm_check and config.judge.kind == "openai"

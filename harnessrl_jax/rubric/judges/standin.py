@@ -54,6 +54,13 @@ def _between(text: str, start: str, end: str) -> str | None:
     return text[i + len(start): j if j >= 0 else None]
 
 
+def _section(prompt: str, header: str) -> str:
+    """The text under a template's header, up to the next header or the closing reply instructions: the
+    templates may order their sections either way."""
+    body = _between(prompt, header, "\n\n# ") or ""
+    return body.split("\n\nReply with", 1)[0]
+
+
 def _criterion_text(line: str) -> str:
     """The criterion's own words from its rendered form '[+1 points] text' (llm.render_criterion)."""
     return re.sub(r"^\s*(\d+\.\s*)?\[[^\]]*points[^\]]*\]\s*", "", line).strip()
@@ -74,11 +81,11 @@ def answer(prompt: str) -> dict[str, Any]:
     if response is None:
         response = _between(prompt, "# Response to grade\n", "\n\n# Criteri") or ""
     if "# Criteria\n" in prompt:  # rubric/prompts/rubric.txt
-        listing = _between(prompt, "# Criteria\n", "\n\n# How to grade") or ""
+        listing = _section(prompt, "# Criteria\n")
         lines = [line for line in listing.splitlines() if re.match(r"\s*\d+\.", line)]
         return {str(n): {"explanation": "stand-in", "criteria_met": standin_verdict(_criterion_text(line), response)}
                 for n, line in enumerate(lines, 1)}
-    criterion = _criterion_text(_between(prompt, "# Criterion\n", "\n\n# How to grade") or "")
+    criterion = _criterion_text(_section(prompt, "# Criterion\n"))
     return {"explanation": "stand-in", "criteria_met": standin_verdict(criterion, response)}
 
 
