@@ -126,6 +126,14 @@ def _sample_prompts(run: build.Run, prompts: Sequence[TaskPrompts], *, seed: int
                   [p.shortened for p in prompts], [p.over_budget for p in prompts])
 
 
+def bare_context(run: build.Run, tasks: Sequence[Task], rollouts: Rollouts) -> Rollouts:
+    """The rollouts with every row continuing its task's bare prompt (rows are task-major, J per task), whatever
+    prompt each was sampled in: one per task or one per row (RuscaRL's scaffolds)."""
+    J = rollouts.num_samples // len(tasks)
+    return dataclasses.replace(rollouts, prompt_ids=render_prompts(run, tasks)[0],
+                               prompt_index=np.repeat(np.arange(len(tasks)), J))
+
+
 def score_responses(judge: Judge, tasks: Sequence[Task], responses: Sequence[Sequence[str]],
                     criteria: Sequence[Sequence[Any]] | None = None):
     """(S [K, J] per task, rewards [T, J] in reward points, metrics) under each task's seed criteria (or
@@ -379,9 +387,8 @@ class Stepper:
         # --- train on the guided or the bare context
         start = time.perf_counter()
         rollouts = groups.rollouts
-        if method.loss_context == "bare":  # each row after its task's bare prompt (rows are task-major)
-            rollouts = dataclasses.replace(rollouts, prompt_ids=render_prompts(run, tasks)[0],
-                                           prompt_index=np.repeat(np.arange(len(tasks)), advantages.shape[1]))
+        if method.loss_context == "bare":
+            rollouts = bare_context(run, tasks, rollouts)
         state, train_metrics = train_on_rollouts(run, state, rollouts, advantages, u)
         run.engine.update_weights(build.engine_params(state.params))
         timings["time/train"] = time.perf_counter() - start
@@ -463,5 +470,5 @@ class Stepper:
         return out
 
 
-__all__ = ["Groups", "Stepper", "build_evolver", "critic_hooks", "compute_advantages", "oracle_metrics",
+__all__ = ["Groups", "Stepper", "bare_context", "build_evolver", "critic_hooks", "compute_advantages", "oracle_metrics",
            "render_prompts", "sample_groups", "score_responses", "step_seed", "train_on_rollouts"]

@@ -237,8 +237,8 @@ class AMARISRule:
                 else:
                     wanted.append(ops.ReweightCriterion(tid, cid, x.points * c.reweight_factor))
             positive = [i for i, x in crits.items() if x.points > 0]
-            if self.plus and positive and all(i in sat for i in positive):
-                wanted.append(ops.DownweightTask(tid))
+            if self.plus and positive and all(i in sat for i in positive):  # the task as a whole first
+                wanted.insert(0, ops.DownweightTask(tid))
         out, state = [], H
         for a in wanted:
             if len(out) >= c.max_actions:
