@@ -195,17 +195,22 @@ def step_seed(state: TrainState, step: int) -> int:
     return int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
 
 
-def oracle_metrics(tasks: Sequence[Task], responses: Sequence[Sequence[str]], rewards: np.ndarray
+def oracle_metrics(tasks: Sequence[Task], responses: Sequence[Sequence[str]], rewards: np.ndarray,
+                   S: Sequence[np.ndarray] | None = None, points: Sequence[np.ndarray] | None = None
                    ) -> dict[str, float]:
     """oracle/score_mean and the reward-oracle pair classes over every pair of every group (eval.agreement):
     shares (`oracle/pair_*`, `oracle/agreement` over all pairs, `oracle/agreement_separated`) and the counts
-    (`oracle/count/*`, summed over a window of steps by eval.tables)."""
+    (`oracle/count/*`, summed over a window of steps by eval.tables). With the groups' S and points, also the
+    oracle-referenced criterion classes of every method (`taxonomy/*`, the paper's Fig. 3)."""
     oracle = rule_oracle_scores(tasks, responses)
     counts = agreement.total_counts(agreement.group_counts(r, o) for r, o in zip(rewards, oracle))
     valid = oracle[~np.isnan(oracle)]
     out = {"oracle/score_mean": float(valid.mean()) if valid.size else float("nan"),
            **agreement.agreement_metrics(counts)}
     out.update({f"oracle/count/{k}": float(v) for k, v in counts.items()})
+    if S is not None and points is not None:
+        out.update(agreement.criterion_metrics(agreement.total_counts(
+            agreement.criterion_counts(p, s, o) for p, s, o in zip(points, S, oracle))))
     return out
 
 
@@ -348,7 +353,7 @@ class Stepper:
         # --- judge, and the oracle (analysis only)
         start = time.perf_counter()
         S, rewards, metrics = score_responses(run.judge, tasks, groups.responses, [H.criteria(t.id) for t in tasks])
-        metrics.update(oracle_metrics(tasks, groups.responses, rewards))
+        metrics.update(oracle_metrics(tasks, groups.responses, rewards, S, [H.points(t.id) for t in tasks]))
         timings["time/judge"] = time.perf_counter() - start
 
         # --- evolver (attributor -> proposer -> critic; the attributor alone for a frozen harness) and memory
