@@ -59,6 +59,8 @@ class SkillRLConfig:
     def __post_init__(self):
         if min(self.top_k, self.evolve_every, self.max_new_per_domain, self.failures_per_domain) < 1:
             raise ValueError("top_k, evolve_every, max_new_per_domain and failures_per_domain must be >= 1")
+        if not -1.0 <= self.min_cosine <= 1.0:
+            raise ValueError(f"min_cosine must lie in [-1, 1], got {self.min_cosine}")
         if not 0.0 <= self.failure_quantile <= self.success_quantile <= 1.0:
             raise ValueError("need 0 <= failure_quantile <= success_quantile <= 1")
 
