@@ -159,3 +159,25 @@ def test_every_published_method_learns_the_tiny_task(tiny_setup, tmp_path):
         stepper.close()
         assert after >= before + 5.0, (name, before, after)
     run0.engine.update_weights(build.engine_params(build.initial_state(run0).params))
+
+
+@pytest.mark.parametrize("name", ["skillrl", "sec"])
+def test_a_resumed_run_restores_the_methods_state(tiny_setup, tmp_path, name):
+    """SkillRL's bank and SEC's values go into the checkpoint's extra and come back from it."""
+    config = tiny(f"method={name}").copy_and_resolve_references()
+    run = dataclasses.replace(tiny_setup, config=config)
+    stepper = loop.Stepper(run, methods.describe(config), str(tmp_path))
+    stepper.start(None)
+    state = build.initial_state(run)
+    for step in range(3):
+        state, _, _ = stepper.step(state, step)
+    extra = stepper.extra()
+    stepper.close()
+    again = loop.Stepper(run, methods.describe(config), str(tmp_path))
+    again.start(extra)
+    assert again.parts.state_dict() == extra["method"] and again.sampler.state_dict() == extra["sampler"]
+    if name == "skillrl":
+        assert extra["method"]["guidance"]["skills"] and again.parts.guidance.skills == stepper.parts.guidance.skills
+    else:
+        assert np.any(np.asarray(extra["sampler"]["q"]) != 0)
+    again.close()
