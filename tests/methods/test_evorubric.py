@@ -190,3 +190,46 @@ def test_updates_are_logged_and_gated_by_the_critic_only_when_asked():
     for e in gated.log:  # the critic's rubric test: delta_c in the band, new criteria vary
         ok = e.measurement.delta_c is not None and 3.1 <= e.measurement.delta_c <= 28.0
         assert (e.verdict == Verdict.ACCEPTED) == (ok and not e.measurement.non_varying)
+
+
+class Client:
+    """The evolver model through the judge protocol: the generator's sets, then the meta-verifier's verdicts."""
+
+    def __init__(self):
+        self.prompts = []
+
+    def complete(self, messages, schema, key=None):
+        from harnessrl_jax.rubric.judges.llm import Completion
+
+        text = messages[0]["content"]
+        self.prompts.append(text)
+        if "accept" in schema["properties"]:  # the meta-verifier: rejects what mentions loudness
+            out = {"accept": "loud" not in text.split("# The criterion")[1], "reason": "off topic"}
+        else:
+            r = int(text.split("candidate set ")[1].split(" ")[0])
+            out = {"criteria": [{"text": f"The answer explains point {r}."}, {"text": "It is loud.", "pitfall": True}]}
+        return Completion(json.dumps(out), "ok", "stop", 0.0, False, 1)
+
+
+def test_the_generator_and_meta_verifier_are_the_evolver_model():
+    task = honey_task()
+    H = HarnessState.from_tasks([task], anchors={"h": []})
+    S = np.array([[float(rules.check(c.rule_id, c.rule_kwargs, y)) for y in RESPONSES] for c in task.criteria])
+    client = Client()
+    judged = []
+
+    def judge(items):  # an LLM judge of the plain criteria: 'point r' met by the first r + 2 responses
+        judged.append([c.text for _, _, cs in items for c in cs])
+        return [np.array([[float(j < int(c.text.split("point ")[1][0]) + 2) if "point" in c.text else 0.0
+                           for j in range(len(ys))] for c in cs]) for _, ys, cs in items]
+
+    inp = RuleInput(0, [Group(task, tuple(RESPONSES), S)], H, [Attributor()(task, H.rubric_of("h"), S,
+                                                                             tuple(RESPONSES))],
+                    None, CriticHooks(regrade_batch=judge))
+    out = EvoRubricRule(EvoRubricConfig(), client=client).propose(inp)
+    gen = [p for p in client.prompts if p.startswith("You write evaluation criteria")]
+    assert len(gen) == 4 and all("bees make honey in a hive" in p for p in gen)  # the best response is shown
+    assert "Mentions bees." in gen[0] and "candidate set 1 of 4" in gen[0]
+    # the pitfalls the meta-verifier rejected never reach the judge; every set's criterion did
+    assert judged == [[f"The answer explains point {r}." for r in range(1, 5)]]
+    assert out.metrics["evorubric/meta_rejected"] == 4 and out.candidates[-1].candidate.source == "evorubric-llm"

@@ -115,3 +115,31 @@ def test_skills_are_mounted_after_the_prompt_and_the_bank_evolves(tmp_path):
 def test_skills_have_a_json_form():
     s = Skill("n", "p", "a", None, 3, "llm")
     assert Skill(**s.to_dict()) == s and s.general and s.line() == "- n: p"
+
+
+def test_the_teacher_is_the_evolver_model_when_there_is_one():
+    import json
+
+    from harnessrl_jax.rubric.judges.llm import Completion
+
+    class Client:
+        def __init__(self):
+            self.prompts = []
+
+        def complete(self, messages, schema, key=None):
+            self.prompts.append(messages[0]["content"])
+            out = {"skills": [{"name": "define terms", "principle": "Define each term first.",
+                               "applicability": "explanations", "general": True},
+                              {"name": "name the symptom", "principle": "Say which symptom it is.",
+                               "applicability": "medical questions"}]}
+            return Completion(json.dumps(out), "ok", "stop", 0.0, False, 1)
+
+    a, b = group_tasks()
+    client = Client()
+    g = SkillRLGuidance(SkillRLConfig(), tasks=[a, b], client=client, embed=lambda t: np.ones((len(t), 2)) / 2 ** .5)
+    S_a = np.array([[1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]], float)
+    g.observe(0, [(a, a.criteria, S_a, ["good one", "good two", "bad one", "bad two"])])
+    (prompt,) = client.prompts  # one call per domain with a contrast
+    assert "med tasks" in prompt and "good one" in prompt and "bad two" in prompt
+    assert [(s.name, s.domain, s.source) for s in g.skills] == [("define terms", None, "llm"),
+                                                                ("name the symptom", "med", "llm")]
