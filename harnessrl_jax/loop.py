@@ -1,14 +1,16 @@
 """One training step for any method (DESIGN "One training step"), and the stages it is made of.
 
-    idx, u      = sampler.draw(H, seed, B)                  Cat(p_t) i.i.d. for every method (u = 1 / (N p_i))
+    idx, u      = sampler.draw(H, seed, B)                  Cat(p_t) i.i.d. (u = 1 / (N p_i)); SEC's bandit for SEC
+    prompts     = parts.prompts(H, idx, tasks)              None (the harness's fields) or a guidance rule's
     groups      = sample_groups(run, tasks, fields, seed)   render (fields fitted to the budget), generate J, group
     S, rewards  = score_responses(judge, tasks, ..., c_t)   the run's judge per criterion -> S [K, J] -> reward [J]
     oracle      = oracle_metrics(tasks, responses, rewards) pair classes of reward vs the rule oracle (analysis)
     result      = evolver.step(step, groups, H, memory)     attributor -> proposer -> critic; attributor only
                                                             when the method freezes every interface
+    result      = parts.after_judge(step, groups, H, result)   a published rule's harness updates (methods.updates)
     memory.append_step(step, draw records)
     H'          = transitions.advance_schedule(result.state, step + 1)
-    advantages  = compute_advantages(rewards under c_t or c_{t+1})
+    advantages  = compute_advantages(rewards under c_t or c_{t+1}); sampler.observe(idx, rewards)
     state       = train_on_rollouts(run, state, rollouts in the guided or bare context, advantages, u)
 
 `Stepper` runs this for any `methods.Method`; the stages are plain functions, and `sample_groups` is the one place
@@ -298,7 +300,8 @@ class Stepper:
             self.memory = Memory.open(os.path.join(self.workdir, "memory"), embedder=configs.embedder(config),
                                       positions=positions)
         h = config.harness
-        if h.llm_check or (h.proposer == "llm" and self.method.uses_evolver_model):  # the check observes every method
+        # the hacking check observes every method; the evolver model writes for every part that has a model
+        if h.llm_check or (h.proposer == "llm" and self.method.uses_evolver_model):
             self.client = build.build_evolver_client(config)
         self.evolver, cold = build_evolver(config, self.method, self.memory, self.client)
         self.parts = method_parts.build(self.method, config, self.tasks, memory=self.memory,
@@ -475,5 +478,5 @@ class Stepper:
         return out
 
 
-__all__ = ["Groups", "Stepper", "bare_context", "build_evolver", "critic_hooks", "compute_advantages", "oracle_metrics",
-           "render_prompts", "sample_groups", "score_responses", "step_seed", "train_on_rollouts"]
+__all__ = ["Groups", "Stepper", "bare_context", "build_evolver", "critic_hooks", "compute_advantages",
+           "oracle_metrics", "render_prompts", "sample_groups", "score_responses", "step_seed", "train_on_rollouts"]
