@@ -16,10 +16,11 @@ faster than a step; the RL step never waits.
 
 Without the model (`harness.proposer='rule'`) the analyst summarises the verdicts and a rule reviser follows the
 paper's "curriculum-like progression": in the first `early_share` of training it addresses recurring failures
-(criteria no rollout met in this and the task's previous draws: their points are scaled by `reweight_factor`;
-AMARIS++ also mounts a <criterion> field for it), later it raises standards on recurring saturation (a rule
-threshold tightened until part of the group fails, else the points scaled down; AMARIS++ also down-weights a task
-whose every positive criterion stays saturated).
+(criteria no rollout met in this and the task's previous draws: the points of a non-anchor one are scaled by
+`reweight_factor`; AMARIS++ also mounts a <criterion> field for it), later it raises standards on recurring
+saturation (a rule threshold tightened until part of the group fails, else a non-anchor's points scaled down;
+AMARIS++ also down-weights a task whose every positive criterion stays saturated). Anchors keep their text, and
+their share of the points is fixed, so the rule leaves them alone.
 """
 
 from __future__ import annotations
@@ -221,7 +222,8 @@ class AMARISRule:
         if inp.step / self.total_steps < c.early_share:
             for cid in recurring(analysis["unreached"], past_unr):
                 x = crits[cid]
-                wanted.append(ops.ReweightCriterion(tid, cid, x.points * c.reweight_factor))
+                if not x.anchor:  # the anchors' share is fixed: scaling one would only rescale the others
+                    wanted.append(ops.ReweightCriterion(tid, cid, x.points * c.reweight_factor))
                 if self.plus:
                     wanted.append(ops.AddField(tid, "criterion", f"Make sure your answer meets this: {x.text}", cid))
         else:
@@ -234,7 +236,7 @@ class AMARISRule:
                     kw, _, old, new = tighter[0]
                     wanted.append(ops.RewriteCriterion(tid, cid, replace_number(x.text, old, new),
                                                        tags_with_kwargs(x, kw)))
-                else:
+                elif not x.anchor:
                     wanted.append(ops.ReweightCriterion(tid, cid, x.points * c.reweight_factor))
             positive = [i for i, x in crits.items() if x.points > 0]
             if self.plus and positive and all(i in sat for i in positive):  # the task as a whole first
