@@ -44,8 +44,9 @@ class Method:
         if self.sampler not in SAMPLERS:
             raise ValueError(f"--config.tasks.sampler={self.sampler!r}: known samplers {sorted(SAMPLERS)}")
         if Interface.SAMPLING in self.interfaces and not SAMPLERS[self.sampler].follows_harness:
-            raise ValueError(f"--config.tasks.sampler={self.sampler!r} draws uniformly and ignores p_t, but method "
-                             f"{self.name} updates the sampling interface: use tasks.sampler='harness'")
+            raise ValueError(f"--config.tasks.sampler={self.sampler!r} ignores p_t, but method {self.name} updates "
+                             f"the sampling interface: use tasks.sampler='harness' (or harness.sampling_rule='sec' "
+                             f"to replace HarnessRL's sampling with SEC's)")
         if self.loss_context not in LOSS_CONTEXTS:
             raise ValueError(f"--config.harness.loss_context={self.loss_context!r}: expected one of {LOSS_CONTEXTS}")
         if self.advantages_rubric not in ADVANTAGE_RUBRICS:
