@@ -271,7 +271,7 @@ class AMARISRule:
             similar = []
             if self.dynamic and self.index is not None and len(self.index):
                 similar = [(cos, key, self.texts.get(key, "")) for cos, key in
-                           self.index.search(analysis["summary"], c.dynamic_k, exclude=lambda k: k[0] == tid)]
+                           self.index.search(analysis["summary"], c.dynamic_k, exclude=lambda k, tid=tid: k[0] == tid)]
             counts["retrieved_static"] += len(past)
             counts["retrieved_dynamic"] += len(similar)
             actions, rationale, invalid = self.revise(inp, n, analysis, past, updates, similar)

@@ -297,7 +297,7 @@ class EvoRubricRule:
                                      tuple(d.criterion(f"{task.id}/evo{r}.{k}") for k, d in enumerate(drafts))))
                     owners.append((p, r))
         graded = dict(zip(owners, inp.hooks.regrade_many(requests))) if requests else {}
-        for p, (n, task, criteria, kept, S, deletes, labels, sets, points) in enumerate(plans):
+        for p, (n, task, criteria, kept, S, deletes, labels, sets, _) in enumerate(plans):
             tid = task.id
             if deletes:
                 reason = (f"evorubric: zero variance across the group in the task's last {c.prune_window} draws"

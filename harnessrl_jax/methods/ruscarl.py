@@ -138,7 +138,7 @@ class RuscaRLGuidance:
                 budget: PromptBudget) -> list[TaskPrompts]:
         ratios = self.ratios(step)
         out, shown, cut = [], [], 0
-        for row, (i, task) in enumerate(zip(idx, tasks)):
+        for row, task in enumerate(tasks):
             criteria = harness.rubric_of(task.id)
             bare = tuple(dict(x) for x in task.prompt)
             counts = shown_counts(len(criteria), ratios)

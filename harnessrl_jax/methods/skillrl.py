@@ -132,7 +132,7 @@ def rule_skills(groups: Sequence[tuple[Any, Sequence, Any, Sequence[str]]], *, s
         for c in criteria:
             tasks_of.setdefault(c.text, set()).add(task.id)
     best: dict[str, tuple[float, Skill]] = {}
-    for task, criteria, S, responses in groups:
+    for task, criteria, S, _ in groups:
         S = np.asarray(S, np.float64)
         points = np.array([c.points for c in criteria], np.float64)
         good, bad = split_group(rubric_reward(points, S), success_q, failure_q)
