@@ -10,7 +10,9 @@ An arm is `NAME` (a registered method, or an arm of the preset) or `NAME=KEY=VAL
 dotted keys, values converted to the type of the base config's value). Every arm trains with the base config's
 budget (steps, tasks per step, J, generation length: overriding them is an error) and, for each seed, the same
 config.seed (the policy's initialisation and every step's sampling seed) into OUT/<name>-s<seed> (resuming what
-is there). `--methods` (one arm per method) is kept for the two-method comparison. Each run's seed policy (step 0)
+is there; a run whose scores are saved, OUT/<name>-s<seed>/compare_scores.json, is neither trained nor evaluated
+again, so a stopped comparison resumes where it stopped). `--methods` (one arm per method) is kept for the
+two-method comparison. Each run's seed policy (step 0)
 and every kept checkpoint are evaluated on the held-out tasks (--heldout=FILE.jsonl, or split --eval_split of a
 bundled set; a task file or toy source without --heldout is an error unless --eval_split=train) with bare prompts
 by harnessrl_jax.eval: J samples per task with one sampling seed (--eval_seed) for every evaluation, scored under
@@ -33,6 +35,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -60,6 +63,8 @@ flags.DEFINE_string("heldout", "", "The held-out task JSONL file (required for a
 flags.DEFINE_integer("eval_seed", 10_000, "Sampling seed of every evaluation (the same for every checkpoint).")
 flags.DEFINE_integer("bootstrap", 2000, "Bootstrap resamples (the paper: 10,000).")
 flags.DEFINE_integer("permutations", 10_000, "Permutations of the paired sign-flip test.")
+flags.DEFINE_bool("keep_checkpoints", True, "Keep each run's checkpoints after its evaluation (False: delete them "
+                  "once its scores are saved; a 135M policy's checkpoints take ~1.6 GB each).")
 FLAGS = flags.FLAGS
 
 # The paper's arms (methods.md 3.0): the main table's methods, SEC alone (a supplementary row: the paper uses it
@@ -177,6 +182,29 @@ def evaluate_run(config, workdir, seed_policy: dict | None = None) -> dict[int, 
     return out
 
 
+SCORES_FILE = "compare_scores.json"
+METRICS = ("seed_rubric", "oracle")
+
+
+def save_scores(workdir: str, per_step: dict[int, dict]) -> None:
+    """The run's per-step evaluation, so a resumed comparison need not train or evaluate it again."""
+    out = {str(k): {q: np.asarray(v[q]).tolist() if q in METRICS else v[q] for q in v} for k, v in per_step.items()}
+    tmp = os.path.join(workdir, SCORES_FILE + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(out, f)
+    os.replace(tmp, os.path.join(workdir, SCORES_FILE))
+
+
+def load_scores(workdir: str) -> dict[int, dict] | None:
+    path = os.path.join(workdir, SCORES_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        saved = json.load(f)
+    return {int(k): {q: np.asarray(v[q], np.float64) if q in METRICS else v[q] for q in v} for k, v in saved.items()}
+
+
+
 def paired_row(results, arms, pick: str, metric: str, n: int) -> dict[str, float]:
     """Mean per arm and the paired bootstrap interval of last - first, at the `pick` ('final' | 'best') step,
     paired by seed and task."""
@@ -213,8 +241,15 @@ def main(argv):
             config.seed = seed
         workdir = os.path.join(FLAGS.out, f"{name}-s{seed}")
         logging.info("run %d/%d: %s (%s) seed %d -> %s", n + 1, len(runs), name, config.method, seed, workdir)
-        train.train(config, workdir)
-        per_step = evaluate_run(config, workdir, seed_policy.get(seed))
+        per_step = load_scores(workdir)
+        if per_step is None:
+            train.train(config, workdir)
+            per_step = evaluate_run(config, workdir, seed_policy.get(seed))
+            save_scores(workdir, per_step)
+            if not FLAGS.keep_checkpoints:
+                shutil.rmtree(os.path.join(workdir, "checkpoints"), ignore_errors=True)
+        else:
+            logging.info("  scores saved by an earlier comparison: %s", os.path.join(workdir, SCORES_FILE))
         seed_policy.setdefault(seed, per_step[0])
         domains, task_ids = per_step[0]["domains"], per_step[0]["task_ids"]
         best = max(per_step, key=lambda s: np.nanmean(per_step[s]["seed_rubric"]))

@@ -41,10 +41,16 @@ def test_compare_tables_notebooks_and_eval_files(tmp_path, monkeypatch):
     cmd = [sys.executable, os.path.join(REPO, "launch", "compare.py"),
            "--base_config=experiments/tiny_cpu.py:tasks=harness", "--base_config.total_steps=2",
            "--base_config.checkpoint.every=1", "--base_config.report=False", "--seeds=0,1", f"--out={out}",
-           "--bootstrap=300", "--permutations=500", "--eval_split=train", *[f"--arm={a}" for a in ARMS]]
+           "--bootstrap=300", "--permutations=500", "--eval_split=train", "--keep_checkpoints=False",
+           *[f"--arm={a}" for a in ARMS]]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     compare = json.loads((out / "compare.json").read_text())
+    assert not any((out / f"{a}-s0" / "checkpoints").exists() for a in ARMS)  # deleted once evaluated
+    # started again, it finds every run's saved scores: nothing is trained or evaluated, the tables are the same
+    again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0 and again.stderr.count("scores saved by an earlier comparison") == 10
+    assert "train.py" not in again.stderr and json.loads((out / "compare.json").read_text()) == compare
     assert list(compare["arms"]) == ARMS and compare["reference"] == "harnessrl"
     assert compare["arms"]["harnessrl_sec_sampling"] == {"method": "harnessrl",
                                                          "overrides": {"method": "harnessrl",
