@@ -46,6 +46,10 @@ ABLATIONS = {
     "only_guidance": {"only_guidance": True},
     "only_rubric": {"only_rubric": True},
     "only_sampling": {"only_sampling": True},
+    # Interface replacement (3.9.4): one interface runs a published rule, the other two HarnessRL's mechanism.
+    "sec_sampling": {"sampling_rule": "sec"},
+    "ruscarl_guidance": {"guidance_rule": "ruscarl"},
+    "evorubric_rubric": {"rubric_rule": "evorubric"},
 }
 
 
@@ -59,12 +63,17 @@ def apply_ablation(c, name: str):
 
 def get_config(arg=None):
     from harnessrl_jax.evolver import AttributorConfig, ProposerConfig
+    from harnessrl_jax.methods.amaris import AMARISConfig
+    from harnessrl_jax.methods.evorubric import EvoRubricConfig
+    from harnessrl_jax.methods.ruscarl import RuscaRLConfig
+    from harnessrl_jax.methods.sec import SECConfig
+    from harnessrl_jax.methods.skillrl import SkillRLConfig
 
     del arg
     c = ml_collections.ConfigDict()
     c.seed = 0
     # harnessrl_jax.methods: grpo (every interface frozen) | harnessrl; each method is a description of parts.
-    c.method = "grpo"
+    c.method = "grpo"  # or ruscarl | skillrl | evorubric | amaris | amaris_pp | sec (methods.md 3)
     c.total_steps = 500  # HarnessRL: 500 GRPO steps
 
     # Policy: a preset name or path for load_pretrained, or "tiny" (random, character vocabulary).
@@ -127,12 +136,28 @@ def get_config(arg=None):
         reversal_filter=0,
         max_guidance_tokens=256,  # prompt budget for mounted fields (render.fit_fields shortens, else bare)
         # 'rule' (the CPU default): thresholds, keywords, merges, reweights; 'llm': the evolver model writes
-        # guidance and rubric candidates (evolver/prompts/proposer.txt; sampling stays with the rules).
+        # guidance and rubric candidates (evolver/prompts/proposer.txt; sampling stays with the rules). The same
+        # switch gives every other method's LLM component (SkillRL's teacher, EvoRubric's generator and
+        # meta-verifier, AMARIS's analyst and reviser) the evolver model, or their rule fallbacks (AMB-3.1).
         proposer="rule",
         llm_check=False,  # the attributor's LLM hacking check (evolver/prompts/hacking_check.txt) on the evolver model
         attributor=dataclasses.asdict(AttributorConfig()),  # evolver.attributor.AttributorConfig, every threshold
         rules=dataclasses.asdict(ProposerConfig()),  # evolver.rule_proposer.ProposerConfig
+        # Interface replacement (methods.md 3.9.4): a published rule in place of HarnessRL's on one interface.
+        sampling_rule="harnessrl",  # 'harnessrl' | 'sec'
+        guidance_rule="harnessrl",  # 'harnessrl' | 'ruscarl'
+        rubric_rule="harnessrl",  # 'harnessrl' | 'evorubric'
+        # True: the critic measures the replaced rule's harness actions, as it measured that interface's before
+        # (the issue's reading; only EvoRubric's rubric updates are actions); False: the rule runs as published
+        # (AMB-3.18).
+        gate_replaced_rule=True,
     )
+    # The published methods' own settings (harnessrl_jax/methods/<name>.py; every threshold, methods.md 3.2-3.7).
+    c.ruscarl = dataclasses.asdict(RuscaRLConfig())
+    c.sec = dataclasses.asdict(SECConfig())
+    c.skillrl = dataclasses.asdict(SkillRLConfig())
+    c.evorubric = dataclasses.asdict(EvoRubricConfig())
+    c.amaris = dataclasses.asdict(AMARISConfig())
     # The memory: record store (time index) and semantic index over criterion texts. `min_cosine` is the donor
     # threshold and the near-duplicate threshold of the rule proposer; it is calibrated per embedder
     # (`calibrated_for` names the one it was set for: the paper's 0.82 is bge-base-en-v1.5's; 0.82 for the bundled

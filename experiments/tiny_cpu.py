@@ -37,6 +37,8 @@ def get_config(arg=None):
     c.mesh.num_devices = 1
     c.checkpoint.every = 10
     c.memory.embedder = ""  # the time index only: no embedding model in the fast tests
+    c.sec.arms = "task"  # no cold start here: SEC's arms are the tasks themselves
+    c.skillrl.evolve_every = 2  # the bank evolves within a short run
     # One token per character: a <criterion> and a <critique> take ~130 tokens, a <reference> up to 600 more (cut
     # to fit by render.fit_fields), so guidance is sampled as proposed rather than dropped for length.
     c.harness.max_guidance_tokens = 320

@@ -201,17 +201,20 @@ def setup(config) -> Run:
 
 
 def guidance_budget(config) -> int:
-    """Prompt tokens kept free for mounted guidance fields: 0 when the method never mounts any."""
+    """Prompt tokens kept free for guidance (mounted fields, scaffolds, skills): 0 when the method never adds any."""
     from harnessrl_jax import methods
-    from harnessrl_jax.words import Interface
 
-    return int(config.harness.max_guidance_tokens) if Interface.GUIDANCE in methods.describe(config).interfaces else 0
+    return int(config.harness.max_guidance_tokens) if methods.describe(config).mounts_guidance else 0
 
 
 def loss_config(config) -> dict[str, Any]:
-    """The train step's loss settings from config.loss (tis_cap 0 means off) and the sampling temperature."""
+    """The train step's loss settings from config.loss (tis_cap 0 means off; a method that trains off its sampling
+    context sets its own, e.g. RuscaRL's bare-context correction) and the sampling temperature."""
+    from harnessrl_jax import methods
+
     loss = dict(config.loss)
-    loss["tis_cap"] = loss.get("tis_cap") or None  # 0 in a config means off
+    cap = methods.describe(config).tis_cap
+    loss["tis_cap"] = (loss.get("tis_cap") if cap is None else cap) or None  # 0 in a config means off
     return {**loss, "temperature": config.temperature}
 
 

@@ -117,6 +117,23 @@ def evolver_config(config, interfaces_: tuple[Interface, ...]):
                          reversal_within=int(h.reversal_filter))
 
 
+def method_config(config, name: str):
+    """The settings dataclass of a method's part from config.<name> (ruscarl, sec, skillrl, evorubric, amaris);
+    a config without the sub-dict gets the dataclass's defaults."""
+    from harnessrl_jax.methods.amaris import AMARISConfig
+    from harnessrl_jax.methods.evorubric import EvoRubricConfig
+    from harnessrl_jax.methods.ruscarl import RuscaRLConfig
+    from harnessrl_jax.methods.sec import SECConfig
+    from harnessrl_jax.methods.skillrl import SkillRLConfig
+
+    cls = {"ruscarl": RuscaRLConfig, "sec": SECConfig, "skillrl": SkillRLConfig, "evorubric": EvoRubricConfig,
+           "amaris": AMARISConfig}[name]
+    return _build(cls, config.get(name) or {}, name)
+
+
+METHOD_CONFIGS = ("ruscarl", "sec", "skillrl", "evorubric", "amaris")
+
+
 def embedder(config) -> str | None:
     """The semantic index's embedder (a bundled name or a local path), or None for the record store only."""
     name = config.memory.embedder
@@ -168,17 +185,32 @@ def check(config) -> list[str]:
     _check(p, int(h.reversal_filter) >= 0, f"--config.harness.reversal_filter={h.reversal_filter}: must be >= 0")
     _check(p, int(h.max_guidance_tokens) >= 0,
            f"--config.harness.max_guidance_tokens={h.max_guidance_tokens}: must be >= 0")
-    for build in (lambda: interfaces(config), lambda: bands(config), lambda: attributor_config(config),
-                  lambda: proposer_config(config)):
+    from harnessrl_jax.methods.harnessrl import GUIDANCE_RULES, RUBRIC_RULES, SAMPLING_RULES
+
+    _one_of(p, h.get("sampling_rule", "harnessrl"), SAMPLING_RULES, "harness.sampling_rule")
+    _one_of(p, h.get("guidance_rule", "harnessrl"), GUIDANCE_RULES, "harness.guidance_rule")
+    _one_of(p, h.get("rubric_rule", "harnessrl"), RUBRIC_RULES, "harness.rubric_rule")
+    builders = [lambda: interfaces(config), lambda: bands(config), lambda: attributor_config(config),
+                lambda: proposer_config(config)]
+    builders += [lambda name=name: method_config(config, name) for name in METHOD_CONFIGS]
+    for build in builders:
         try:
             build()
         except ConfigError as e:
             p += e.problems
     if config.method in methods.METHODS and not p:
         try:
-            methods.describe(config)
+            method = methods.describe(config)
         except (ConfigError, ValueError) as e:
             p += e.problems if isinstance(e, ConfigError) else [str(e)]
+        else:
+            if method.sampler == "sec" and method_config(config, "sec").arms in ("seed_quintile", "domain_x_tercile"):
+                from harnessrl_jax.methods.sec import seed_groups_path
+
+                _check(p, bool(seed_groups_path(config)),
+                       f"--config.sec.arms={method_config(config, 'sec').arms!r} needs the seed policy's rewards: set "
+                       f"--config.harness.cold_start (launch/cold_start.py writes it and its seed groups) or "
+                       f"--config.sec.seed_groups, or use --config.sec.arms=domain or task")
 
     m = config.memory
     _check(p, -1.0 <= float(m.min_cosine) <= 1.0, f"--config.memory.min_cosine={m.min_cosine}: must be in [-1, 1]")
@@ -258,6 +290,9 @@ def needs(config, *, probe: Callable[[str], str | None] | None = None) -> list[s
                        f".gguf file or a local HF directory)")
     if config.tasks.source == "jsonl" and config.tasks.path and not os.path.isfile(config.tasks.path):
         out.append(f"--config.tasks.path={config.tasks.path}: no such file (a JSONL task file)")
+    if config.get("sec") and config.sec.get("seed_groups") and not os.path.isfile(config.sec.seed_groups):
+        out.append(f"--config.sec.seed_groups={config.sec.seed_groups}: no such file (launch/cold_start.py writes "
+                   f"it next to cold_start.json)")
     if config.harness.cold_start and not os.path.isfile(config.harness.cold_start):
         out.append(f"--config.harness.cold_start={config.harness.cold_start}: no such file (launch/cold_start.py "
                    f"writes it)")

@@ -1,14 +1,16 @@
 """One training step for any method (DESIGN "One training step"), and the stages it is made of.
 
-    idx, u      = sampler.draw(H, seed, B)                  Cat(p_t) i.i.d. for every method (u = 1 / (N p_i))
+    idx, u      = sampler.draw(H, seed, B)                  Cat(p_t) i.i.d. (u = 1 / (N p_i)); SEC's bandit for SEC
+    prompts     = parts.prompts(H, idx, tasks)              None (the harness's fields) or a guidance rule's
     groups      = sample_groups(run, tasks, fields, seed)   render (fields fitted to the budget), generate J, group
     S, rewards  = score_responses(judge, tasks, ..., c_t)   the run's judge per criterion -> S [K, J] -> reward [J]
     oracle      = oracle_metrics(tasks, responses, rewards) pair classes of reward vs the rule oracle (analysis)
     result      = evolver.step(step, groups, H, memory)     attributor -> proposer -> critic; attributor only
                                                             when the method freezes every interface
+    result      = parts.after_judge(step, groups, H, result)   a published rule's harness updates (methods.updates)
     memory.append_step(step, draw records)
     H'          = transitions.advance_schedule(result.state, step + 1)
-    advantages  = compute_advantages(rewards under c_t or c_{t+1})
+    advantages  = compute_advantages(rewards under c_t or c_{t+1}); sampler.observe(idx, rewards)
     state       = train_on_rollouts(run, state, rollouts in the guided or bare context, advantages, u)
 
 `Stepper` runs this for any `methods.Method`; the stages are plain functions, and `sample_groups` is the one place
@@ -38,7 +40,8 @@ from harnessrl_jax.harness import HarnessState
 from harnessrl_jax.harness.render import fit_fields, render_prompt, task_fields
 from harnessrl_jax.harness.state import GAMMAS, NUM_LEVELS
 from harnessrl_jax.memory import DrawRecord, Memory
-from harnessrl_jax.methods import SAMPLERS, Method
+from harnessrl_jax.methods import Method, parts as method_parts, samplers
+from harnessrl_jax.methods.guidance import PromptBudget, TaskPrompts
 from harnessrl_jax.rl import grpo
 from harnessrl_jax.rl.batch import build_batch
 from harnessrl_jax.rl.step import TrainState, metrics_to_host, to_host
@@ -88,15 +91,49 @@ def render_prompts(run: build.Run, tasks: Sequence[Task], fields: Sequence[Seque
 
 
 def sample_groups(run: build.Run, tasks: Sequence[Task], fields: Sequence[Sequence[tuple[str, str]]] | None = None,
-                  *, seed: int, n: int | None = None) -> Groups:
-    """n (default J) responses per task in one engine call, with the config's sampling settings."""
+                  *, seed: int, n: int | None = None, prompts: Sequence[TaskPrompts] | None = None) -> Groups:
+    """n (default J) responses per task in one engine call, with the config's sampling settings. `prompts` (a
+    guidance rule's, methods.guidance) replace the rendering of `fields`: one prompt per task is sampled n times;
+    tasks with one prompt per rollout make every prompt sample once (rows stay task-major, `prompt_ids` then has
+    one entry per row)."""
     config = run.config
     n = config.num_generations if n is None else n
+    if prompts is not None:
+        return _sample_prompts(run, prompts, seed=seed, n=n)
     ids, guided, shortened, over = render_prompts(run, tasks, fields)
     rollouts = run.engine.generate(ids, n=n, max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                                    top_p=config.top_p, top_k=config.top_k, seed=int(seed) % (2**31 - 1))
     texts = np.asarray(rollouts.texts, dtype=object).reshape(len(tasks), n)
     return Groups(ids, rollouts, [list(t) for t in texts], guided, shortened, over)
+
+
+def _sample_prompts(run: build.Run, prompts: Sequence[TaskPrompts], *, seed: int, n: int) -> Groups:
+    def ids(messages):
+        return run.tokenizer.apply_chat_template([dict(m) for m in messages], add_generation_prompt=True,
+                                                 tokenize=True)
+
+    per_rollout = any(len(p.messages) > 1 for p in prompts)
+    if per_rollout:
+        if any(len(p.messages) not in (1, n) for p in prompts):
+            raise ValueError(f"a guidance rule gave a task neither 1 nor {n} prompts")
+        rendered = [ids(p.messages[j if len(p.messages) > 1 else 0]) for p in prompts for j in range(n)]
+    else:
+        rendered = [ids(p.messages[0]) for p in prompts]
+    config = run.config
+    rollouts = run.engine.generate(rendered, n=1 if per_rollout else n, max_new_tokens=config.max_new_tokens,
+                                   temperature=config.temperature, top_p=config.top_p, top_k=config.top_k,
+                                   seed=int(seed) % (2**31 - 1))
+    texts = np.asarray(rollouts.texts, dtype=object).reshape(len(prompts), n)
+    return Groups(rendered, rollouts, [list(t) for t in texts], [p.guided for p in prompts],
+                  [p.shortened for p in prompts], [p.over_budget for p in prompts])
+
+
+def bare_context(run: build.Run, tasks: Sequence[Task], rollouts: Rollouts) -> Rollouts:
+    """The rollouts with every row continuing its task's bare prompt (rows are task-major, J per task), whatever
+    prompt each was sampled in: one per task or one per row (RuscaRL's scaffolds)."""
+    J = rollouts.num_samples // len(tasks)
+    return dataclasses.replace(rollouts, prompt_ids=render_prompts(run, tasks)[0],
+                               prompt_index=np.repeat(np.arange(len(tasks)), J))
 
 
 def score_responses(judge: Judge, tasks: Sequence[Task], responses: Sequence[Sequence[str]],
@@ -137,7 +174,7 @@ def train_on_rollouts(run: build.Run, state: TrainState, rollouts: Rollouts, adv
     the old policy's logprobs of every block are computed before the first update. Metrics are the mean over the
     n updates.
     """
-    J = rollouts.num_samples // len(rollouts.prompt_ids)
+    J = rollouts.num_samples // len(weights)
     batch = build_batch(rollouts, advantages.reshape(-1), np.repeat(np.asarray(weights, np.float32), J),
                         seq_len=run.seq_len, pad_id=run.engine.pad_id, num_rows=run.rows)
     n = run.config.get("mini_batches", 1)
@@ -160,17 +197,22 @@ def step_seed(state: TrainState, step: int) -> int:
     return int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
 
 
-def oracle_metrics(tasks: Sequence[Task], responses: Sequence[Sequence[str]], rewards: np.ndarray
+def oracle_metrics(tasks: Sequence[Task], responses: Sequence[Sequence[str]], rewards: np.ndarray,
+                   S: Sequence[np.ndarray] | None = None, points: Sequence[np.ndarray] | None = None
                    ) -> dict[str, float]:
     """oracle/score_mean and the reward-oracle pair classes over every pair of every group (eval.agreement):
     shares (`oracle/pair_*`, `oracle/agreement` over all pairs, `oracle/agreement_separated`) and the counts
-    (`oracle/count/*`, summed over a window of steps by eval.tables)."""
+    (`oracle/count/*`, summed over a window of steps by eval.tables). With the groups' S and points, also the
+    oracle-referenced criterion classes of every method (`taxonomy/*`, the paper's Fig. 3)."""
     oracle = rule_oracle_scores(tasks, responses)
     counts = agreement.total_counts(agreement.group_counts(r, o) for r, o in zip(rewards, oracle))
     valid = oracle[~np.isnan(oracle)]
     out = {"oracle/score_mean": float(valid.mean()) if valid.size else float("nan"),
            **agreement.agreement_metrics(counts)}
     out.update({f"oracle/count/{k}": float(v) for k, v in counts.items()})
+    if S is not None and points is not None:
+        out.update(agreement.criterion_metrics(agreement.total_counts(
+            agreement.criterion_counts(p, s, o) for p, s, o in zip(points, S, oracle))))
     return out
 
 
@@ -182,7 +224,7 @@ def build_evolver(config, method: Method, memory: Memory | None, client=None) ->
     no interface it only attributes. `client` is the evolver model's (build.build_evolver_client)."""
     h = config.harness
     cold = ColdStart.load(h.cold_start) if h.cold_start else None
-    llm_proposer = h.proposer == "llm" and not method.frozen
+    llm_proposer = h.proposer == "llm" and bool(method.interfaces)
     if client is None and (llm_proposer or h.llm_check):
         raise ValueError("config.harness.proposer='llm' / llm_check: build_evolver needs the evolver model's client")
     embed, min_cosine = None, float(config.memory.min_cosine)
@@ -241,7 +283,8 @@ class Stepper:
         if self.dropped_llm:
             log.warning("no LLM judge (config.judge.kind='rule'): %d LLM criteria dropped from the training rubric",
                         self.dropped_llm)
-        self.sampler = SAMPLERS[method.sampler](len(self.tasks), seed=config.seed)
+        self.sampler = samplers.make(method.sampler, self.tasks, config)
+        self.parts: method_parts.Parts | None = None  # the method's guidance rule and rule updates
         self.memory: Memory | None = None
         self.client = None
         self.harness: HarnessState | None = None
@@ -258,17 +301,25 @@ class Stepper:
             self.memory = Memory.open(os.path.join(self.workdir, "memory"), embedder=configs.embedder(config),
                                       positions=positions)
         h = config.harness
-        if h.llm_check or (h.proposer == "llm" and not self.method.frozen):  # the check observes every method
+        # the hacking check observes every method; the evolver model writes for every part that has a model
+        if h.llm_check or (h.proposer == "llm" and self.method.uses_evolver_model):
             self.client = build.build_evolver_client(config)
         self.evolver, cold = build_evolver(config, self.method, self.memory, self.client)
+        self.parts = method_parts.build(self.method, config, self.tasks, memory=self.memory,
+                                        client=self.client if h.proposer == "llm" else None,
+                                        critic=self.evolver.critic)
         if extra:
             self.harness = HarnessState.from_dict(extra["harness"])
             if self.harness.task_ids != tuple(t.id for t in self.tasks):
                 raise ValueError("the checkpoint's harness has other tasks than this config")
             self.sampler.load_state_dict(extra.get("sampler") or {})
+            self.parts.load_state_dict(extra.get("method"))
         else:
+            anchors = cold.anchors if cold else None
+            if not self.method.anchors:  # no anchor criteria (EvoRubric alone, AMB-3.7)
+                anchors = {t.id: () for t in self.tasks}
             self.harness = HarnessState.from_tasks(self.tasks, gammas=cold.gammas if cold else GAMMAS,
-                                                   anchors=cold.anchors if cold else None)
+                                                   anchors=anchors)
             self.harness = self.method.transitions.advance_schedule(self.harness, 0, config.total_steps)
             if self.memory is not None and self.memory.semantic is not None:
                 self.memory.add_criteria((t.id, c.id, c.text) for t in self.tasks for c in t.criteria)
@@ -276,7 +327,8 @@ class Stepper:
     def extra(self) -> dict[str, Any]:
         """Everything the method needs to resume exactly (JSON)."""
         return {"harness": self.harness.to_dict(), "sampler": self.sampler.state_dict(),
-                "memory": self.memory.save() if self.memory is not None else None}
+                "memory": self.memory.save() if self.memory is not None else None,
+                "method": self.parts.state_dict()}
 
     def extra_before_step(self) -> dict[str, Any]:
         """`extra` as it was when the last `step` call began, for a step that stopped part-way (a server outage):
@@ -312,20 +364,25 @@ class Stepper:
         seed = step_seed(state, step)
         idx, u = self.sampler.draw(H, seed, cfg.tasks_per_step)
         tasks = [self.tasks[i] for i in idx]
-        groups = sample_groups(run, tasks, [task_fields(H.guidance, i) for i in idx], seed=seed)
+        prompts = self.parts.prompts(H, idx, tasks, step=step, seed=seed,
+                                     budget=PromptBudget(run.tokenizer, run.prompt_limit))
+        groups = sample_groups(run, tasks, [task_fields(H.guidance, i) for i in idx], seed=seed, prompts=prompts)
         timings["time/rollout"] = time.perf_counter() - start
 
         # --- judge, and the oracle (analysis only)
         start = time.perf_counter()
         S, rewards, metrics = score_responses(run.judge, tasks, groups.responses, [H.criteria(t.id) for t in tasks])
-        metrics.update(oracle_metrics(tasks, groups.responses, rewards))
+        metrics.update(oracle_metrics(tasks, groups.responses, rewards, S, [H.points(t.id) for t in tasks]))
         timings["time/judge"] = time.perf_counter() - start
 
         # --- evolver (attributor -> proposer -> critic; the attributor alone for a frozen harness) and memory
         start = time.perf_counter()
         timer = {"critic": 0.0, "resampled": 0}
         draws = [Group(t, tuple(r), s) for t, r, s in zip(tasks, groups.responses, S)]
-        result = self.evolver.step(step, draws, H, memory=self.memory, hooks=critic_hooks(run, seed, timer))
+        hooks = critic_hooks(run, seed, timer)
+        result = self.evolver.step(step, draws, H, memory=self.memory, hooks=hooks)
+        # the method's own rule (EvoRubric, AMARIS) updates the harness after the evolver, logged as it is
+        result, dynamics = self.parts.after_judge(step, draws, H, result, memory=self.memory, hooks=hooks)
         timings["time/evolver"] = time.perf_counter() - start
         start = time.perf_counter()
         if self.memory is not None:
@@ -334,7 +391,7 @@ class Stepper:
                            tuple(c.text for c in H.rubric_of(t.id)), tuple(r), s, rw,
                            harness=task_slice(H, t.id),
                            dynamics={"u": float(u[n]), "level": int(H.sampling.level[idx[n]]),
-                                     "guided": groups.guided[n]},
+                                     "guided": groups.guided[n], **dynamics.get(n, {})},
                            **result.draw_fields(n))
                 for n, (t, r, s, rw) in enumerate(zip(tasks, groups.responses, S, rewards))])
         H_next = method.transitions.advance_schedule(result.state, step + 1, cfg.total_steps)
@@ -349,12 +406,13 @@ class Stepper:
                                                   [H_next.criteria(t.id) for t in tasks])
             timings["time/judge"] += time.perf_counter() - start
         advantages, adv_metrics = compute_advantages(train_rewards, cfg.advantage)
+        self.sampler.observe(idx, train_rewards)  # a learning sampler's update (SEC's values)
 
         # --- train on the guided or the bare context
         start = time.perf_counter()
         rollouts = groups.rollouts
         if method.loss_context == "bare":
-            rollouts = dataclasses.replace(rollouts, prompt_ids=render_prompts(run, tasks)[0])
+            rollouts = bare_context(run, tasks, rollouts)
         state, train_metrics = train_on_rollouts(run, state, rollouts, advantages, u)
         build.push_weights(run, state.params)
         timings["time/train"] = time.perf_counter() - start
@@ -362,6 +420,8 @@ class Stepper:
         self.harness = H_next
         metrics.update(self._harness_metrics(result, H, H_next, idx, groups, timer))
         metrics.update(adv_metrics)  # reward/* of the rewards the advantages use
+        metrics.update(self.sampler.metrics())
+        metrics.update(self.parts.metrics())
         metrics["reward/graded_mean"] = float(np.nanmean(rewards))  # under the rubric the rollouts were graded with
         metrics.update({
             "rollout/length_mean": float(rollouts.lengths.mean()),
@@ -440,5 +500,5 @@ class Stepper:
         return out
 
 
-__all__ = ["Groups", "Stepper", "build_evolver", "critic_hooks", "compute_advantages", "oracle_metrics",
-           "render_prompts", "sample_groups", "score_responses", "step_seed", "train_on_rollouts"]
+__all__ = ["Groups", "Stepper", "bare_context", "build_evolver", "critic_hooks", "compute_advantages",
+           "oracle_metrics", "render_prompts", "sample_groups", "score_responses", "step_seed", "train_on_rollouts"]

@@ -233,7 +233,7 @@ def main(argv):
             index.add(np.arange(n + i, n + min(i + 512, len(more))), more[i:i + 512])
         rows.append((f"faiss {kind}: insert 10,000 more at {n:,}, 512 per add",
                      f"{len(more) / (time.perf_counter() - start):,.0f} vectors/s", "incremental, as during training"))
-        del index
+        index = None  # frees this kind's index before the next is built
 
     # 4. The real memory: criteria through SQLite + faiss, recorded steps, end-to-end queries, files on disk.
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench_memory_")

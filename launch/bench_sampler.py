@@ -108,8 +108,8 @@ def main(argv):
 
     print(f"\nDecode throughput, SmolLM2-135M-Instruct float32, {n_new} new tokens, greedy, CPU "
           f"({os.cpu_count()} cores); baseline: transformers {__import__('transformers').__version__} generate")
-    print(f"| batch | JAX engine tok/s | transformers tok/s | ratio JAX/transformers |")
-    print(f"|---|---|---|---|")
+    print("| batch | JAX engine tok/s | transformers tok/s | ratio JAX/transformers |")
+    print("|---|---|---|---|")
     for batch, jax_tps, hf_tps, _ in rows:
         print(f"| {batch} | {jax_tps:.1f} | {hf_tps:.1f} | {jax_tps / hf_tps:.2f} |")
     print(f"\nForward pass [8 x {FLAGS.forward_tokens}]: {flops / 1e9:.1f} GFLOP (matmuls, counted analytically) in "

@@ -7,8 +7,8 @@ paired intervals; `tables` builds the paper's tables from run directories."""
 from harnessrl_jax.eval.evaluate import (TAXONOMY, EvalResult, eval_tasks, evaluate, restore_policy, save_eval,
                                           split_label, taxonomy_counts)
 from harnessrl_jax.eval.stats import (bootstrap_mean, macro_mean, paired_bootstrap, paired_bootstrap_grid,
-                                      paired_permutation)
+                                      paired_permutation, seed_sd)
 
 __all__ = ["TAXONOMY", "EvalResult", "bootstrap_mean", "eval_tasks", "evaluate", "macro_mean", "paired_bootstrap",
-           "paired_bootstrap_grid", "paired_permutation", "restore_policy", "save_eval", "split_label",
+           "paired_bootstrap_grid", "paired_permutation", "restore_policy", "save_eval", "seed_sd", "split_label",
            "taxonomy_counts"]

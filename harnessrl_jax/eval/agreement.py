@@ -84,3 +84,47 @@ def agreement_metrics(counts: Mapping[str, int], prefix: str = "oracle/") -> dic
     out[f"{prefix}agreement"] = out[f"{prefix}pair_agree"]
     out[f"{prefix}agreement_separated"] = counts.get("agree", 0) / sep if sep else float("nan")
     return out
+
+
+# ---------------------------------------------------------------------- criterion-level taxonomy (Figure 3)
+
+CRITERION_CLASSES = ("blind", "saturated", "spurious", "agree")
+
+
+def criterion_counts(points, S, oracle_scores) -> dict[str, int]:
+    """One group's criteria by class, the same way for every method (methods.md 4.5, AMB-4.12: referenced to the
+    oracle, since only it is there for every arm): `blind` no rollout achieves it, `saturated` every rollout does;
+    a criterion that splits the group is `agree` when the achieving side's mean oracle score exceeds the other
+    side's, `spurious` otherwise. Achievement is polarity-aware (a pitfall is achieved by avoiding it); cells
+    without a verdict are left out; `unjudged` counts criteria with none, `no_oracle` split criteria whose sides
+    have no oracle score."""
+    from harnessrl_jax.evolver.attributor import satisfied
+
+    S = np.asarray(S, np.float64)
+    o = np.asarray(oracle_scores, np.float64)
+    out = dict.fromkeys(CRITERION_CLASSES + ("unjudged", "no_oracle"), 0)
+    for k, p in enumerate(np.asarray(points, np.float64)):
+        a = satisfied(S[k], float(p))
+        ok = np.isfinite(a)
+        if not ok.any():
+            out["unjudged"] += 1
+        elif np.all(a[ok] == 0):
+            out["blind"] += 1
+        elif np.all(a[ok] == 1):
+            out["saturated"] += 1
+        else:
+            met, miss = o[ok & (a == 1)], o[ok & (a == 0)]
+            met, miss = met[np.isfinite(met)], miss[np.isfinite(miss)]
+            if not met.size or not miss.size:
+                out["no_oracle"] += 1
+            else:
+                out["agree" if met.mean() > miss.mean() else "spurious"] += 1
+    return out
+
+
+def criterion_metrics(counts: Mapping[str, int], prefix: str = "taxonomy/") -> dict[str, float]:
+    """`<prefix>count/*` and `<prefix>frac_*`, the shares over the classified criteria (NaN without any)."""
+    n = sum(counts.get(k, 0) for k in CRITERION_CLASSES)
+    out = {f"{prefix}count/{k}": float(v) for k, v in counts.items()}
+    out.update({f"{prefix}frac_{k}": counts.get(k, 0) / n if n else float("nan") for k in CRITERION_CLASSES})
+    return out

@@ -1,6 +1,6 @@
 """Interval estimates and tests for evaluation tables: percentile bootstrap of a mean and of paired differences, the
-item x seed bootstrap of a macro aggregate's margin (`paired_bootstrap_grid`) and the paired sign-flip permutation test
-(`paired_permutation`) of specs/methods.md 4.7.
+item x seed bootstrap of a macro aggregate's margin (`paired_bootstrap_grid`), the paired sign-flip permutation test
+(`paired_permutation`) and the seed standard deviation of a macro aggregate (`seed_sd`) of specs/methods.md 4.7.
 
 Evaluation scores are per task (a task's mean over its J samples), so the resampling unit is the task: tasks are
 the independent draws, the samples within a task are not. Paired comparisons (two methods or two checkpoints on
@@ -95,3 +95,13 @@ def paired_permutation(a, b, n: int = 10_000, *, seed: int = 0) -> tuple[float, 
     # a permuted mean equal to the observed one up to rounding counts as reaching it
     extreme = np.abs(perm) >= np.abs(observed) - 1e-12 * max(1.0, abs(observed))
     return float(observed), float((1 + extreme.sum()) / (1 + n))
+
+
+def seed_sd(x, strata=None, *, ddof: int = 1) -> float:
+    """The standard deviation over seeds of an arm's macro aggregate (methods.md 4.7; ddof = 1, AMB-4.15):
+    x [I, S] per-(item, seed) scores; NaN with fewer than ddof + 1 seeds."""
+    x = np.asarray(x, np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"seed_sd: expected [items, seeds] scores, got shape {x.shape}")
+    per_seed = [macro_mean(x[:, s], strata) for s in range(x.shape[1])]
+    return float(np.std(per_seed, ddof=ddof)) if len(per_seed) > ddof else float("nan")

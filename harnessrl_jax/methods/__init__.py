@@ -8,21 +8,39 @@ function, `loop.Stepper`, runs any description:
 
 A description names: the task sampler (`samplers.SAMPLERS`), the interfaces the evolver may update (none: the
 harness is frozen and the attributor only observes), the transition functions, whether the critic measures and the
-memory is kept, the context the loss sees, and which rubric the advantages use. `grpo` is the harness with every
-interface frozen; `harnessrl` the full harness, its ablations set by config.harness switches. Add a method by
-registering a function from the config to its description here (docs/design.md, "Adding a method").
+memory is kept, the context the loss sees, which rubric the advantages use, who writes the rollout prompts (the
+harness's fields or a published guidance rule, `guidance`) and a published rule that updates the harness after the
+evolver (`rule_updates`). The stateful parts behind those names are built by `parts.build`.
+
+    grpo        the harness with every interface frozen (methods.md 3.1)
+    harnessrl   the full harness; ablations and interface replacements by config.harness switches (3.9)
+    ruscarl     rubric scaffolds decaying within the group and over training, bare-context loss (3.2)
+    skillrl     a skill bank distilled from successful rollouts, retrieved into the prompt, evolving (3.3)
+    evorubric   prune, regenerate and verify criteria (3.4)
+    amaris      memory-augmented rubric revision (3.5); amaris_pp: on all three interfaces (3.6)
+    sec         SEC's curriculum bandit over task arms (3.7)
+
+Add a method by registering a function from the config to its description here (docs/design.md, "Adding a
+method").
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+from harnessrl_jax.methods.amaris import amaris, amaris_pp
 from harnessrl_jax.methods.base import ADVANTAGE_RUBRICS, LOSS_CONTEXTS, Method
+from harnessrl_jax.methods.evorubric import evorubric
 from harnessrl_jax.methods.grpo import grpo
 from harnessrl_jax.methods.harnessrl import harnessrl
+from harnessrl_jax.methods.ruscarl import ruscarl
 from harnessrl_jax.methods.samplers import SAMPLERS, EpochSampler, HarnessSampler
+from harnessrl_jax.methods.sec import sec
+from harnessrl_jax.methods.skillrl import skillrl
 
-METHODS: dict[str, Callable[..., Method]] = {"grpo": grpo, "harnessrl": harnessrl}
+METHODS: dict[str, Callable[..., Method]] = {
+    "grpo": grpo, "harnessrl": harnessrl, "ruscarl": ruscarl, "skillrl": skillrl, "evorubric": evorubric,
+    "amaris": amaris, "amaris_pp": amaris_pp, "sec": sec}
 
 
 def describe(config) -> Method:

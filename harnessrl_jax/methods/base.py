@@ -10,6 +10,10 @@ from harnessrl_jax.words import INTERFACES, Interface
 
 LOSS_CONTEXTS = ("guided", "bare")
 ADVANTAGE_RUBRICS = ("before", "after")
+# Who renders the rollout prompts: the harness's mounted fields, or a published guidance rule (methods.guidance).
+GUIDANCE_RULES = ("harness", "ruscarl", "skillrl")
+# A published rule that updates the harness after the evolver (methods.updates): none, or its name.
+RULE_UPDATES = ("", "evorubric", "amaris", "amaris_pp")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -24,24 +28,54 @@ class Method:
     memory: bool = True  # False: no time or semantic index
     loss_context: str = "guided"  # the loss sees the prompt the rollout was sampled in, or the bare prompt
     advantages_rubric: str = "before"  # the rubric the rollouts were graded with, or the one accepted this step
+    guidance: str = "harness"  # GUIDANCE_RULES: who writes the rollout prompts
+    rule_updates: str = ""  # RULE_UPDATES: a published rule whose harness actions apply after the evolver's
+    rule_gated: bool = False  # the critic measures the rule's updates (interface replacement, issue's reading)
+    rule_interfaces: tuple[Interface, ...] = ()  # the interfaces the rule may update
+    anchors: bool = True  # False: no anchor criteria, every seed criterion may change (EvoRubric alone, AMB-3.7)
+    tis_cap: float | None = None  # truncated importance sampling cap of the loss; None: config.loss.tis_cap
 
     def __post_init__(self):
         object.__setattr__(self, "interfaces", tuple(Interface(i) for i in self.interfaces))
+        object.__setattr__(self, "rule_interfaces", tuple(Interface(i) for i in self.rule_interfaces))
         unknown = set(self.interfaces) - set(INTERFACES)
         if unknown:
             raise ValueError(f"method {self.name}: unknown interfaces {sorted(unknown)}")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"--config.tasks.sampler={self.sampler!r}: known samplers {sorted(SAMPLERS)}")
         if Interface.SAMPLING in self.interfaces and not SAMPLERS[self.sampler].follows_harness:
-            raise ValueError(f"--config.tasks.sampler={self.sampler!r} draws uniformly and ignores p_t, but method "
-                             f"{self.name} updates the sampling interface: use tasks.sampler='harness'")
+            raise ValueError(f"--config.tasks.sampler={self.sampler!r} ignores p_t, but method {self.name} updates "
+                             f"the sampling interface: use tasks.sampler='harness' (or harness.sampling_rule='sec' "
+                             f"to replace HarnessRL's sampling with SEC's)")
         if self.loss_context not in LOSS_CONTEXTS:
             raise ValueError(f"--config.harness.loss_context={self.loss_context!r}: expected one of {LOSS_CONTEXTS}")
         if self.advantages_rubric not in ADVANTAGE_RUBRICS:
             raise ValueError(f"--config.harness.advantages_rubric={self.advantages_rubric!r}: expected one of "
                              f"{ADVANTAGE_RUBRICS}")
+        if self.guidance not in GUIDANCE_RULES:
+            raise ValueError(f"method {self.name}: guidance rule {self.guidance!r}, known {GUIDANCE_RULES}")
+        if self.rule_updates not in RULE_UPDATES:
+            raise ValueError(f"method {self.name}: rule updates {self.rule_updates!r}, known {RULE_UPDATES}")
+        both = set(self.interfaces) & set(self.rule_interfaces)
+        if both:
+            raise ValueError(f"method {self.name}: interfaces {sorted(both)} are updated by both the evolver and "
+                             f"the rule {self.rule_updates!r}")
+        if self.guidance != "harness" and Interface.GUIDANCE in self.interfaces + self.rule_interfaces:
+            raise ValueError(f"method {self.name}: the guidance rule {self.guidance!r} writes the prompts, so no "
+                             f"other part may mount guidance fields")
 
     @property
     def frozen(self) -> bool:
-        """True when no interface moves (the attributor still runs, to measure failure shares)."""
-        return not self.interfaces
+        """True when no part updates the harness (the attributor still runs, to measure failure shares)."""
+        return not self.interfaces and not self.rule_updates
+
+    @property
+    def mounts_guidance(self) -> bool:
+        """Whether rollout prompts may carry more than the bare prompt (so the prompt budget keeps room)."""
+        return Interface.GUIDANCE in self.interfaces + self.rule_interfaces or self.guidance != "harness"
+
+    @property
+    def uses_evolver_model(self) -> bool:
+        """Whether a part writes with the evolver model when config.harness.proposer is 'llm' (HarnessRL's
+        proposer, SkillRL's distiller, EvoRubric's generator and verifier, AMARIS's analyst and reviser)."""
+        return bool(self.interfaces) or bool(self.rule_updates) or self.guidance == "skillrl"

@@ -9,6 +9,11 @@
   has no sampling confound; p_t uniform gives u = 1.
 - `epoch`: uniform without replacement within each epoch (a permutation seeded by (seed, epoch)): less draw-to-draw
   variance, but it ignores p_t, so only a method whose sampling interface is frozen may use it.
+- `sec`: SEC's bandit over task arms (methods.sec): its own values, updated after each step by
+  `sampler.observe(idx, rewards)`; it ignores p_t (HarnessRL's sampling interface is replaced where it is used).
+
+`make(name, tasks, config)` builds one: a sampler class with `create(tasks, config)` reads its settings from the
+config, the others take (num_tasks, seed). Every sampler has `observe` (a no-op unless it learns) and `metrics`.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import jax
 import numpy as np
 
 from harnessrl_jax.harness.state import HarnessState, sample_tasks
+from harnessrl_jax.methods.sec import SECSampler
 
 
 class HarnessSampler:
@@ -35,6 +41,12 @@ class HarnessSampler:
         """(task indices, u = 1 / (N p_i)) of one step."""
         idx, u = sample_tasks(harness.sampling, jax.random.PRNGKey(seed), batch_size)
         return [int(i) for i in np.asarray(idx)], np.asarray(u, np.float32)
+
+    def observe(self, idx, rewards) -> None:
+        pass
+
+    def metrics(self) -> dict[str, float]:
+        return {}
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -66,6 +78,12 @@ class EpochSampler:
                 self.epoch, self.index = self.epoch + 1, 0
         return picked, np.ones(batch_size, np.float32)
 
+    def observe(self, idx, rewards) -> None:
+        pass
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
     def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "index": self.index}
 
@@ -73,4 +91,12 @@ class EpochSampler:
         self.epoch, self.index = int(state.get("epoch", 0)), int(state.get("index", 0))
 
 
-SAMPLERS = {"harness": HarnessSampler, "epoch": EpochSampler}
+SAMPLERS = {"harness": HarnessSampler, "epoch": EpochSampler, "sec": SECSampler}
+
+
+def make(name: str, tasks, config):
+    """The sampler `name` over the run's tasks, its settings from `config`."""
+    cls = SAMPLERS[name]
+    if hasattr(cls, "create"):
+        return cls.create(tasks, config)
+    return cls(len(tasks), seed=config.seed)

@@ -1,13 +1,13 @@
 """eval.stats' paired item x seed bootstrap and sign-flip permutation test (methods.md 4.7) against closed forms:
 the exact permutation distribution by enumeration, degenerate designs whose interval is known, and the normal
-approximation."""
+approximation; the seed standard deviation of a macro aggregate."""
 
 import itertools
 
 import numpy as np
 import pytest
 
-from harnessrl_jax.eval.stats import macro_mean, paired_bootstrap_grid, paired_permutation
+from harnessrl_jax.eval.stats import macro_mean, paired_bootstrap_grid, paired_permutation, seed_sd
 
 
 def test_permutation_p_matches_the_exact_sign_flip_distribution():
@@ -58,3 +58,14 @@ def test_grid_bootstrap_with_one_seed_agrees_with_the_normal_approximation():
     assert lo == pytest.approx(diff - half, abs=0.15 * half) and hi == pytest.approx(diff + half, abs=0.15 * half)
     with pytest.raises(ValueError, match="not aligned"):
         paired_bootstrap_grid(a, a[:10], None, 10)
+
+
+def test_seed_sd_is_the_ddof1_deviation_of_the_per_seed_macro_aggregates():
+    rng = np.random.default_rng(2)
+    x = rng.normal(60, 5, (9, 3))
+    x[4, 1] = np.nan
+    strata = np.array(list("aaabbcccc"))
+    per_seed = [np.mean([np.nanmean(x[strata == d, s]) for d in "abc"]) for s in range(3)]
+    assert seed_sd(x, strata) == pytest.approx(np.std(per_seed, ddof=1))
+    assert seed_sd(x) == pytest.approx(np.std(np.nanmean(x, axis=0), ddof=1))
+    assert np.isnan(seed_sd(x[:, :1]))  # one seed: no deviation

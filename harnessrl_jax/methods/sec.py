@@ -1,0 +1,245 @@
+"""SEC, the Self-Evolving Curriculum (Chen et al., arXiv 2505.14970): task sampling as a non-stationary bandit over
+arms of tasks (methods.md 3.7). Used alone (`method='sec'`: GRPO with this sampler) and as HarnessRL's sampling rule
+(`harness.sampling_rule='sec'`).
+
+    r_t(c)     = mean over the batch's tasks x of arm c of (1/G) sum_i |A_i(x)|     learning gain of arm c
+    Q_{t+1}(c) = alpha r_t(c) + (1 - alpha) Q_t(c)        TD(0), only for arms drawn this step; Q_0 = 0
+    p(c)       = softmax(Q / tau)                         Boltzmann over arms; a task uniformly within its arm
+
+Constants: alpha = 0.5 (the release's bandit.lr), tau = 1.0 (their default; AMB-3.13). Readings:
+- AMB-3.11 arms: quintiles of the seed policy's mean reward per task (`sec.arms='seed_quintile'`, read from the
+  cold start's seed groups) -- SEC's "difficulty levels"; alternatives 'domain_x_tercile', 'domain' (problem
+  types) and 'task' (every task its own arm; the tiny config's, which has no cold start).
+- AMB-3.12 reward: A = r / Lambda - mean(r / Lambda) per group (un-normalised, on the 0..1 scale): with
+  std-normalised advantages mean|A| is nearly constant for every non-flat group. The training advantages are
+  unchanged.
+- AMB-3.14 importance weights: u = 1 (SEC re-weights the objective on purpose); `sec.importance=True` applies
+  u = 1 / (N p_i) with p_i = p(c(i)) / N_c(i).
+Slots draw arms with replacement; within a step a task is not drawn twice while its arm has undrawn tasks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from harnessrl_jax.rubric.reward import LAMBDA
+
+ARM_KINDS = ("seed_quintile", "domain_x_tercile", "domain", "task")
+
+
+@dataclasses.dataclass(frozen=True)
+class SECConfig:
+    """config.sec: the bandit's step size, temperature, arms and importance weights."""
+
+    alpha: float = 0.5  # TD(0) step size (SEC's bandit.lr)
+    temperature: float = 1.0  # tau of the Boltzmann draw
+    arms: str = "seed_quintile"  # ARM_KINDS (AMB-3.11)
+    num_levels: int = 5  # difficulty levels of 'seed_quintile' (3 per domain for 'domain_x_tercile')
+    importance: bool = False  # AMB-3.14: False u = 1; True u = 1 / (N p_i)
+    seed_groups: str = ""  # the cold start's .groups.jsonl; empty: next to config.harness.cold_start
+
+    def __post_init__(self):
+        if not 0.0 < self.alpha <= 1.0:
+            raise ValueError(f"alpha must lie in (0, 1], got {self.alpha}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.arms not in ARM_KINDS:
+            raise ValueError(f"arms must be one of {ARM_KINDS}, got {self.arms!r}")
+        if self.num_levels < 1:
+            raise ValueError(f"num_levels must be >= 1, got {self.num_levels}")
+
+
+# ------------------------------------------------------------------------------------------- the published rule
+
+def update_values(q, arm_rewards: Mapping[int, float], *, alpha: float = 0.5) -> np.ndarray:
+    """SEC's TD(0) update, only for arms present in the batch: q[c] = alpha * r + (1 - alpha) * q[c]."""
+    q = np.array(q, np.float64)
+    for c, r in arm_rewards.items():
+        q[int(c)] = alpha * float(r) + (1.0 - alpha) * q[int(c)]
+    return q
+
+
+def arm_probs(q, *, temperature: float = 1.0) -> np.ndarray:
+    """softmax(q / temperature)."""
+    z = np.asarray(q, np.float64) / temperature
+    z = np.exp(z - z.max())
+    return z / z.sum()
+
+
+def learning_gain(rewards) -> np.ndarray:
+    """Per group (row of rewards [T, J], reward points) the mean |A| of un-normalised advantages on the 0..1 scale
+    over its valid entries (AMB-3.12); NaN for a group with none."""
+    r = np.asarray(rewards, np.float64) / LAMBDA
+    out = np.full(r.shape[0], np.nan)
+    for n, row in enumerate(r):
+        v = row[np.isfinite(row)]
+        if v.size:
+            out[n] = float(np.abs(v - v.mean()).mean())
+    return out
+
+
+def arm_rewards(arms_of_draws: Sequence[int], rewards) -> dict[int, float]:
+    """r_t(c): the mean learning gain of the arm's drawn groups this step (groups without a valid reward left out)."""
+    gains = learning_gain(rewards)
+    out: dict[int, list[float]] = {}
+    for c, g in zip(arms_of_draws, gains):
+        if np.isfinite(g):
+            out.setdefault(int(c), []).append(float(g))
+    return {c: float(np.mean(v)) for c, v in out.items()}
+
+
+# --------------------------------------------------------------------------------------------------- the arms
+
+def quantile_levels(values: Sequence[float], num_levels: int) -> np.ndarray:
+    """Level 0..L-1 of each value by its rank (equal-count bins, ties by order; NaN values go to the middle)."""
+    v = np.asarray(values, np.float64)
+    fill = np.nanmedian(v) if np.isfinite(v).any() else 0.0
+    v = np.where(np.isfinite(v), v, fill)
+    ranks = np.argsort(np.argsort(v, kind="stable"), kind="stable")
+    return np.minimum((ranks * num_levels) // max(len(v), 1), num_levels - 1).astype(int)
+
+
+def seed_rewards(path: str) -> dict[str, float]:
+    """Per task the seed policy's mean reward over its cold-start groups (evolver.cold_start.load_seed_groups)."""
+    from harnessrl_jax.evolver.cold_start import load_seed_groups
+    from harnessrl_jax.rubric.reward import rubric_reward
+
+    out = {}
+    for s in load_seed_groups(path):
+        r = np.concatenate([rubric_reward(s.points, g) for g in s.groups])
+        out[s.task_id] = float(np.nanmean(r)) if np.isfinite(r).any() else float("nan")
+    return out
+
+
+def seed_groups_path(config) -> str:
+    """config.sec.seed_groups, or the seed groups launch/cold_start.py writes next to config.harness.cold_start."""
+    path = config.sec.seed_groups
+    if not path and config.harness.cold_start:
+        cs = config.harness.cold_start
+        path = (cs[:-5] if cs.endswith(".json") else cs) + ".groups.jsonl"
+    return path
+
+
+def assign_arms(tasks: Sequence, kind: str, *, num_levels: int = 5, rewards: Mapping[str, float] | None = None
+                ) -> tuple[np.ndarray, list[str]]:
+    """(arm index per task, arm names) for the arms `kind` (module docstring)."""
+    if kind == "task":
+        return np.arange(len(tasks)), [t.id for t in tasks]
+    domains = sorted({t.domain for t in tasks})
+    if kind == "domain":
+        return np.array([domains.index(t.domain) for t in tasks]), domains
+    if rewards is None:
+        raise ValueError(f"sec.arms={kind!r} needs the seed policy's per-task rewards (a cold start)")
+    values = [rewards.get(t.id, float("nan")) for t in tasks]
+    if kind == "seed_quintile":
+        levels = quantile_levels(values, num_levels)
+        return levels, [f"level{k}" for k in range(num_levels)]
+    names, arms = [], np.zeros(len(tasks), int)
+    for d in domains:
+        rows = [n for n, t in enumerate(tasks) if t.domain == d]
+        levels = quantile_levels([values[n] for n in rows], 3)
+        for n, lv in zip(rows, levels):
+            arms[n] = len(names) + lv
+        names += [f"{d}/tercile{k}" for k in range(3)]
+    return arms, names
+
+
+# ----------------------------------------------------------------------------------------------- the sampler
+
+class SECSampler:
+    """Task draws from SEC's bandit (registered as samplers.SAMPLERS['sec']); `observe` after each step updates Q.
+    State (Q per arm) is checkpointed through state_dict."""
+
+    name = "sec"
+    follows_harness = False  # p_t plays no part: HarnessRL's sampling interface is replaced
+
+    def __init__(self, num_tasks: int, *, seed: int = 0, config: SECConfig = SECConfig(),
+                 arms: Sequence[int] | None = None, arm_names: Sequence[str] | None = None):
+        self.num_tasks, self.config = num_tasks, config
+        self.arms = np.arange(num_tasks) if arms is None else np.asarray(arms, int)
+        self.arm_names = list(arm_names) if arm_names is not None else [str(c) for c in range(self.arms.max() + 1)]
+        self.q = np.zeros(len(self.arm_names))
+        self.members = [np.flatnonzero(self.arms == c) for c in range(len(self.arm_names))]
+        self._last_arms: list[int] = []
+        self._last: dict[str, float] = {}
+
+    @classmethod
+    def create(cls, tasks: Sequence, config) -> "SECSampler":
+        """From the run's tasks and config.sec (the seed rewards of the cold start for difficulty arms)."""
+        from harnessrl_jax import configs
+
+        sec = configs.method_config(config, "sec")
+        rewards = None
+        if sec.arms in ("seed_quintile", "domain_x_tercile"):
+            path = seed_groups_path(config)
+            if not path or not os.path.isfile(path):
+                raise ValueError(f"--config.sec.arms={sec.arms!r} needs the cold start's seed groups: set "
+                                 f"--config.harness.cold_start (launch/cold_start.py) or --config.sec.seed_groups, "
+                                 f"or choose --config.sec.arms=domain|task")
+            rewards = seed_rewards(path)
+        arms, names = assign_arms(tasks, sec.arms, num_levels=sec.num_levels, rewards=rewards)
+        logging.info("SEC: %d arms (%s) over %d tasks", len(names), sec.arms, len(tasks))
+        return cls(len(tasks), seed=config.seed, config=sec, arms=arms, arm_names=names)
+
+    def probs(self) -> np.ndarray:
+        """p(c) over the arms that hold a task."""
+        p = arm_probs(self.q, temperature=self.config.temperature)
+        p = np.where([len(m) > 0 for m in self.members], p, 0.0)
+        return p / p.sum()
+
+    def draw(self, harness, seed: int, batch_size: int) -> tuple[list[int], np.ndarray]:
+        """(task indices, u) of one step: per slot an arm from p(c), then an undrawn task of it uniformly."""
+        rng = np.random.default_rng(int(seed) % (2**32))
+        p = self.probs()
+        taken: set[int] = set()
+        idx, arms = [], []
+        for c in rng.choice(len(p), size=batch_size, p=p):
+            members = self.members[c]
+            free = [int(i) for i in members if int(i) not in taken]
+            i = int(rng.choice(free)) if free else int(rng.choice(members))
+            taken.add(i)
+            idx.append(i)
+            arms.append(int(c))
+        self._last_arms = arms
+        if self.config.importance:
+            pi = np.array([p[c] / len(self.members[c]) for c in arms])
+            u = 1.0 / (self.num_tasks * pi)
+        else:
+            u = np.ones(batch_size)
+        return idx, u.astype(np.float32)
+
+    def observe(self, idx: Sequence[int], rewards) -> None:
+        """The TD(0) update from this step's groups (rewards [T, J] of the drawn tasks, reward points)."""
+        arms = [int(self.arms[i]) for i in idx]
+        r = arm_rewards(arms, rewards)
+        self.q = update_values(self.q, r, alpha=self.config.alpha)
+        p = self.probs()
+        self._last = {"sec/arms_drawn": float(len(set(arms))), "sec/q_max": float(self.q.max()),
+                      "sec/q_min": float(self.q.min()), "sec/p_max": float(p.max()),
+                      "sec/arm_reward_mean": float(np.mean(list(r.values()))) if r else float("nan")}
+
+    def metrics(self) -> dict[str, float]:
+        return dict(self._last)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"q": [float(x) for x in self.q], "arms": [int(a) for a in self.arms], "arm_names": self.arm_names}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if not state:
+            return
+        if list(state.get("arms", [])) != [int(a) for a in self.arms]:
+            raise ValueError("the checkpoint's SEC arms differ from this config's")
+        self.q = np.asarray(state["q"], np.float64)
+
+
+def sec(config):
+    """SEC alone: GRPO whose tasks come from SEC's bandit (seed rubric, no guidance)."""
+    from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
+    from harnessrl_jax.methods.base import Method
+
+    return Method(name="sec", sampler="sec", transitions=FROZEN_TRANSITIONS, memory=not config.harness.no_memory)

@@ -1,0 +1,357 @@
+"""SkillRL (Xia et al., arXiv 2602.08234): a skill bank distilled from the policy's own rollouts, retrieved by
+embedding similarity and mounted on every rollout of a task, evolving during training (methods.md 3.3).
+
+- A skill is (name, principle, applicability); general skills apply to every task, task-specific ones to a family
+  (the task's domain).
+- Retrieval per task: every general skill, and the task-specific skills whose cosine between the embedding of
+  (name + applicability) and that of the task's last user message is >= delta = 0.4, the K = 6 best.
+- Rendering: a <skills> block after the prompt, one line per skill, on every rollout of the task; the loss sees the
+  prompt the rollout saw (SkillRL trains with skills in context). Evaluation is bare (AMB-3.4).
+- Distillation by the teacher (the evolver model, AMB-3.1): successful responses (reward >= the group's q75) give
+  skills, failed ones (<= q25) counterfactual lessons. Readings: the initial bank comes from the first step's
+  groups, the seed policy's (up to 10 task-specific skills per domain and 10 general ones; AMB-3.5 drops the
+  cold-start SFT, so every arm starts from the same policy); the bank evolves every E = 25 steps from the groups
+  recorded since the last evolution (the run's own validation pool: no extra rollouts): for each domain whose mean
+  reward is at or below the median over domains, up to 10 of its lowest-reward responses are analysed and at most
+  5 skills added.
+- Without the model (`harness.proposer='rule'`) the teacher is a rule: a criterion the successful responses of a
+  group meet more often than its failures becomes a skill ("aim for" it; "avoid" it for a pitfall), general when
+  its text recurs across tasks, task-specific otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import numpy as np
+
+from harnessrl_jax.evolver import templates
+from harnessrl_jax.evolver.text import cut
+from harnessrl_jax.methods import llm
+from harnessrl_jax.methods.embedding import text_embedder
+from harnessrl_jax.methods.guidance import PromptBudget, TaskPrompts, after_last_user, load_template
+from harnessrl_jax.methods.updates import achieved
+from harnessrl_jax.rubric.reward import rubric_reward
+
+DISTILL_SCHEMA = {"type": "object", "properties": {"skills": {"type": "array", "items": {
+    "type": "object", "properties": {"name": {"type": "string"}, "principle": {"type": "string"},
+                                     "applicability": {"type": "string"}, "general": {"type": "boolean"}},
+    "required": ["name", "principle", "applicability"]}}}, "required": ["skills"]}
+
+
+@dataclasses.dataclass(frozen=True)
+class SkillRLConfig:
+    """config.skillrl: retrieval, the bank's sizes and its evolution schedule."""
+
+    top_k: int = 6  # K task-specific skills per prompt
+    min_cosine: float = 0.4  # delta
+    evolve_every: int = 25  # E steps between evolutions
+    initial_per_domain: int = 10
+    initial_general: int = 10
+    max_new_per_domain: int = 5  # the growth cap per domain per evolution
+    failures_per_domain: int = 10  # low-reward responses the teacher analyses per domain
+    success_quantile: float = 0.75
+    failure_quantile: float = 0.25
+    embedder: str = "memory"  # 'memory' (the memory's embedder, else lexical) | 'lexical' | a model name or path
+    excerpt_chars: int = 400
+
+    def __post_init__(self):
+        if min(self.top_k, self.evolve_every, self.max_new_per_domain, self.failures_per_domain) < 1:
+            raise ValueError("top_k, evolve_every, max_new_per_domain and failures_per_domain must be >= 1")
+        if not -1.0 <= self.min_cosine <= 1.0:
+            raise ValueError(f"min_cosine must lie in [-1, 1], got {self.min_cosine}")
+        if not 0.0 <= self.failure_quantile <= self.success_quantile <= 1.0:
+            raise ValueError("need 0 <= failure_quantile <= success_quantile <= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class Skill:
+    name: str
+    principle: str
+    applicability: str
+    domain: str | None = None  # None: a general skill
+    step: int = 0
+    source: str = "rule"
+
+    @property
+    def general(self) -> bool:
+        return self.domain is None
+
+    @property
+    def key_text(self) -> str:
+        """What retrieval embeds: the name and when it applies."""
+        return f"{self.name}. {self.applicability}"
+
+    def line(self) -> str:
+        return f"- {self.name}: {self.principle}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ------------------------------------------------------------------------------------------- retrieval
+
+def retrieve(task_vector, skill_vectors, general, *, top_k: int = 6, min_cosine: float = 0.4) -> list[int]:
+    """Indices of the skills mounted for a task: every general skill (in bank order), then the `top_k`
+    task-specific skills with cosine >= min_cosine to the task, best first (ties in bank order)."""
+    general = np.asarray(general, bool)
+    out = [int(i) for i in np.flatnonzero(general)]
+    if len(general) == 0:
+        return out
+    cos = np.asarray(skill_vectors, np.float64) @ np.asarray(task_vector, np.float64)
+    specific = [int(i) for i in np.flatnonzero(~general) if cos[i] >= min_cosine]
+    specific.sort(key=lambda i: -cos[i])
+    return out + specific[:top_k]
+
+
+def skills_block(skills: Sequence[Skill]) -> str:
+    return "<skills>\n" + "\n".join(s.line() for s in skills) + "\n</skills>"
+
+
+# ------------------------------------------------------------------------------------------- distillation
+
+def split_group(rewards, success_q: float, failure_q: float) -> tuple[list[int], list[int]]:
+    """(successes, failures) of a group: rewards >= its success quantile, <= its failure quantile; none for a
+    group without contrast."""
+    r = np.asarray(rewards, np.float64)
+    ok = np.isfinite(r)
+    if ok.sum() < 2 or np.nanmax(r) == np.nanmin(r):
+        return [], []
+    hi, lo = np.nanquantile(r, success_q), np.nanquantile(r, failure_q)
+    return [j for j in range(len(r)) if ok[j] and r[j] >= hi], [j for j in range(len(r)) if ok[j] and r[j] <= lo]
+
+
+def rule_skills(groups: Sequence[tuple[Any, Sequence, Any, Sequence[str]]], *, success_q: float, failure_q: float,
+                step: int) -> list[tuple[float, Skill]]:
+    """The rule teacher over groups (task, criteria, S, responses): (contrast, skill) for each criterion its
+    successes achieve more often than its failures (polarity-aware), general when its text is in several tasks'
+    rubrics of the pool."""
+    tasks_of: dict[str, set[str]] = {}
+    for task, criteria, _, _ in groups:
+        for c in criteria:
+            tasks_of.setdefault(c.text, set()).add(task.id)
+    best: dict[str, tuple[float, Skill]] = {}
+    for task, criteria, S, _ in groups:
+        S = np.asarray(S, np.float64)
+        points = np.array([c.points for c in criteria], np.float64)
+        good, bad = split_group(rubric_reward(points, S), success_q, failure_q)
+        if not good or not bad:
+            continue
+        met = achieved(S, points)
+        for k, c in enumerate(criteria):
+            contrast = float(np.nanmean(met[k, good]) - np.nanmean(met[k, bad]))
+            if not np.isfinite(contrast) or contrast <= 0:
+                continue
+            general = len(tasks_of[c.text]) > 1
+            verb = "avoid" if c.points < 0 else "aim for"
+            skill = Skill(f"{verb}: {cut(c.text, 80)}",
+                          f"{'Avoid this' if c.points < 0 else 'Make sure of this'}: {c.text}",
+                          "any task" if general else f"{task.domain} tasks such as: {cut(task.user_text, 160)}",
+                          None if general else task.domain, step, "rule")
+            if skill.name not in best or contrast > best[skill.name][0]:
+                best[skill.name] = (contrast, skill)
+    return sorted(best.values(), key=lambda x: -x[0])
+
+
+class SkillRLGuidance:
+    """The skill bank as a guidance rule (methods.guidance): one prompt per drawn task, shared by its group."""
+
+    name = "skillrl"
+
+    def __init__(self, config: SkillRLConfig = SkillRLConfig(), *, tasks: Sequence = (), client=None, memory=None,
+                 embed=None):
+        self.config, self.client = config, client
+        self.tasks = {t.id: t for t in tasks}  # the run's tasks, for the groups the memory recorded
+        self.embed = embed or text_embedder(config.embedder, memory)
+        self.skills: list[Skill] = []
+        self.vectors = np.zeros((0, 0), np.float32)
+        self.task_vectors: dict[str, np.ndarray] = {}
+        self.last_evolution = -1
+        self._metrics: dict[str, float] = {}
+        if client is not None:
+            self.template = load_template("skillrl_distill")
+
+    # -- the bank --------------------------------------------------------------------------------------------
+
+    def add(self, skills: Sequence[Skill]) -> int:
+        """Adds skills whose name is new; returns how many."""
+        names = {s.name for s in self.skills}
+        new = []
+        for s in skills:
+            if s.name not in names:
+                names.add(s.name)
+                new.append(s)
+        if new:
+            v = np.asarray(self.embed([s.key_text for s in new]), np.float32)
+            self.vectors = v if not len(self.skills) else np.vstack([self.vectors, v])
+            self.skills += new
+        return len(new)
+
+    def task_vector(self, task) -> np.ndarray:
+        if task.id not in self.task_vectors:
+            self.task_vectors[task.id] = np.asarray(self.embed([task.user_text]), np.float32)[0]
+        return self.task_vectors[task.id]
+
+    def mounted(self, task) -> list[Skill]:
+        if not self.skills:
+            return []
+        idx = retrieve(self.task_vector(task), self.vectors, [s.general for s in self.skills],
+                       top_k=self.config.top_k, min_cosine=self.config.min_cosine)
+        return [self.skills[i] for i in idx]
+
+    # -- guidance rule ---------------------------------------------------------------------------------------
+
+    def prompts(self, harness, idx, tasks, *, step: int, seed: int, budget: PromptBudget) -> list[TaskPrompts]:
+        out, counts = [], []
+        for task in tasks:
+            skills, shortened = self.mounted(task), False
+            m = tuple(dict(x) for x in task.prompt)
+            while skills:  # over the budget: the last (least similar) skills go first
+                m = after_last_user(task.prompt, skills_block(skills))
+                if budget.fits(m):
+                    break
+                skills, shortened, m = skills[:-1], True, tuple(dict(x) for x in task.prompt)
+            counts.append(len(skills))
+            out.append(TaskPrompts((m,), guided=bool(skills), shortened=shortened,
+                                   over_budget=shortened and not skills))
+        self._metrics.update({"skillrl/bank_size": float(len(self.skills)),
+                              "skillrl/general_skills": float(sum(s.general for s in self.skills)),
+                              "skillrl/skills_per_prompt": float(np.mean(counts)) if counts else 0.0})
+        return out
+
+    # -- distillation and evolution ---------------------------------------------------------------------------
+
+    def observe(self, step: int, groups: Sequence[tuple[Any, Sequence, Any, Sequence[str]]], memory=None) -> None:
+        """After the step's judging: the initial bank from step 0's groups, then an evolution every E steps from
+        the groups recorded since the last one (`groups` are this step's (task, criteria, S, responses))."""
+        c = self.config
+        self._metrics["skillrl/added"] = 0.0
+        if self.last_evolution < 0:
+            added = self.distill(step, groups, per_domain=c.initial_per_domain, general=c.initial_general)
+        elif step - self.last_evolution >= c.evolve_every:
+            pool = list(groups)
+            if memory is not None:
+                tasks = {**self.tasks, **{g[0].id: g[0] for g in groups}}
+                for d in memory.store.draws(range(self.last_evolution + 1, step)):
+                    task = tasks.get(d.task_id)
+                    if task is not None:
+                        pool.append((task, _Crit.of(d), d.scores, d.responses))
+            added = self.evolve(step, pool)
+        else:
+            return
+        self.last_evolution = step
+        self._metrics["skillrl/added"] = float(added)
+
+    def distill(self, step, groups, *, per_domain: int, general: int) -> int:
+        c = self.config
+        if self.client is None:
+            ranked = rule_skills(groups, success_q=c.success_quantile, failure_q=c.failure_quantile, step=step)
+            gen = [s for _, s in ranked if s.general][:general]
+            spec: dict[str, list[Skill]] = {}
+            for _, s in ranked:
+                if not s.general and len(spec.setdefault(s.domain, [])) < per_domain:
+                    spec[s.domain].append(s)
+            return self.add(gen + [s for v in spec.values() for s in v])
+        added = 0
+        for domain, gs in _by_domain(groups).items():
+            added += self.add(self.teach(domain, gs, per_domain, step, general_ok=True))
+        return added
+
+    def evolve(self, step, groups) -> int:
+        """Skills for the domains at or below the median domain reward, at most max_new_per_domain each."""
+        c = self.config
+        by = _by_domain(groups)
+        means = {d: float(np.nanmean([np.nanmean(rubric_reward(np.array([x.points for x in cr]), np.asarray(S)))
+                                      for _, cr, S, _ in gs])) for d, gs in by.items()}
+        if not means:
+            return 0
+        median = float(np.median(list(means.values())))
+        added = 0
+        for d, gs in by.items():
+            if means[d] > median:
+                continue
+            if self.client is None:
+                ranked = rule_skills(gs, success_q=c.success_quantile, failure_q=c.failure_quantile, step=step)
+                added += self.add([s for _, s in ranked][: c.max_new_per_domain])
+            else:
+                added += self.add(self.teach(d, gs, c.max_new_per_domain, step, general_ok=False))
+        return added
+
+    def teach(self, domain: str, groups, limit: int, step: int, *, general_ok: bool) -> list[Skill]:
+        """The teacher model's skills for one domain from its successes and failures."""
+        from harnessrl_jax.rubric.judges.llm import render_conversation
+
+        c = self.config
+        good, bad = [], []
+        for task, criteria, S, responses in groups:
+            r = rubric_reward(np.array([x.points for x in criteria]), np.asarray(S, np.float64))
+            g, b = split_group(r, c.success_quantile, c.failure_quantile)
+            good += [(task, responses[j], r[j]) for j in g]
+            bad += [(task, responses[j], r[j]) for j in b]
+        bad = sorted(bad, key=lambda x: x[2])[: c.failures_per_domain]
+        if not good and not bad:
+            return []
+
+        def show(items):
+            return "\n".join(f"--- {t.id} (reward {r:.1f}) ---\n{cut(render_conversation(t), 300)}\n>>> "
+                             f"{cut(y, c.excerpt_chars)}" for t, y, r in items[: c.failures_per_domain]) or "(none)"
+
+        known = "\n".join(f"- {s.name}" for s in self.skills if s.general or s.domain == domain) or "(none)"
+        obj = llm.ask(self.client, templates.fill(self.template, domain=domain, successes=show(good),
+                                                  failures=show(bad), known=known, limit=limit),
+                      DISTILL_SCHEMA, "skills")
+        out = []
+        for d in (obj or {}).get("skills", [])[:limit]:
+            if isinstance(d, dict) and all(isinstance(d.get(k), str) and d[k].strip()
+                                           for k in ("name", "principle", "applicability")):
+                out.append(Skill(d["name"].strip(), d["principle"].strip(), d["applicability"].strip(),
+                                 None if (general_ok and d.get("general")) else domain, step, "llm"))
+        return out
+
+    # -- state -----------------------------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, float]:
+        return dict(self._metrics)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"skills": [s.to_dict() for s in self.skills], "last_evolution": self.last_evolution}
+
+    def load_state_dict(self, state) -> None:
+        if not state:
+            return
+        self.skills, self.vectors = [], np.zeros((0, 0), np.float32)
+        self.add([Skill(**s) for s in state.get("skills", [])])
+        self.last_evolution = int(state.get("last_evolution", -1))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Crit:
+    """A recorded criterion (id, text, points) as the distillers read it."""
+
+    id: str
+    text: str
+    points: float
+
+    @staticmethod
+    def of(record) -> list["_Crit"]:
+        crits = (record.harness or {}).get("criteria", {})
+        return [_Crit(cid, t, float(crits.get(cid, {}).get("points", 1.0)))
+                for cid, t in zip(record.criterion_ids, record.criterion_texts)]
+
+
+def _by_domain(groups):
+    out: dict[str, list] = {}
+    for g in groups:
+        out.setdefault(g[0].domain, []).append(g)
+    return out
+
+
+def skillrl(config):
+    """SkillRL alone: seed rubric, Cat(p_t) draws (uniform), skills mounted on every rollout, the loss in the
+    skill-augmented context."""
+    from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
+    from harnessrl_jax.methods.base import Method
+
+    return Method(name="skillrl", sampler=config.tasks.sampler, transitions=FROZEN_TRANSITIONS,
+                  memory=not config.harness.no_memory, guidance="skillrl", loss_context="guided")

@@ -1,0 +1,183 @@
+"""The published methods as parts of the one step: their descriptions, every threshold of config.<method> reaching
+its part, HarnessRL's interface replacements (with the critic gating what it gated before, or not), the rules'
+updates recorded as the evolver's are, and every method learning the tiny task."""
+
+import dataclasses
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from harnessrl_jax import build, configs, loop, methods
+from harnessrl_jax.eval import evaluate
+from harnessrl_jax.methods import parts
+from harnessrl_jax.words import INTERFACES, Interface
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, REPO)
+
+from experiments import base, tiny_cpu  # noqa: E402
+
+NEW = ("ruscarl", "skillrl", "evorubric", "amaris", "amaris_pp", "sec")
+
+
+def tiny(arg="method=harnessrl", **harness):
+    config = tiny_cpu.get_config(f"{arg},tasks=harness")
+    config.harness.update(harness)
+    return config
+
+
+def test_each_method_is_its_parts():
+    d = {name: methods.describe(tiny(f"method={name}")) for name in NEW}
+    assert (d["ruscarl"].guidance, d["ruscarl"].loss_context, d["ruscarl"].frozen) == ("ruscarl", "bare", True)
+    assert (d["skillrl"].guidance, d["skillrl"].loss_context) == ("skillrl", "guided")
+    assert (d["evorubric"].rule_updates, d["evorubric"].rule_interfaces, d["evorubric"].anchors) == \
+        ("evorubric", (Interface.RUBRIC,), False)
+    assert (d["amaris"].rule_updates, d["amaris"].rule_interfaces) == ("amaris", (Interface.RUBRIC,))
+    assert (d["amaris_pp"].rule_updates, d["amaris_pp"].rule_interfaces, d["amaris_pp"].critic) == \
+        ("amaris_pp", INTERFACES, False)
+    assert d["sec"].sampler == "sec" and d["sec"].frozen
+    for name, m in d.items():  # the evolver itself only observes (attributes) for every published method
+        assert m.interfaces == () and not m.rule_gated, name
+
+
+@pytest.mark.parametrize("switch, interfaces, extra", [
+    ({"sampling_rule": "sec"}, (Interface.GUIDANCE, Interface.RUBRIC), {"sampler": "sec"}),
+    ({"guidance_rule": "ruscarl"}, (Interface.SAMPLING, Interface.RUBRIC),
+     {"guidance": "ruscarl", "loss_context": "bare", "tis_cap": 2.0}),
+    ({"rubric_rule": "evorubric"}, (Interface.SAMPLING, Interface.GUIDANCE),
+     {"rule_updates": "evorubric", "rule_gated": True, "anchors": True}),
+    ({"rubric_rule": "evorubric", "gate_replaced_rule": False}, (Interface.SAMPLING, Interface.GUIDANCE),
+     {"rule_gated": False}),
+    ({"rubric_rule": "evorubric", "no_critic": True}, (Interface.SAMPLING, Interface.GUIDANCE), {"critic": False}),
+])
+def test_interface_replacement_swaps_one_interface_and_keeps_the_other_two(switch, interfaces, extra):
+    config = tiny(**switch)
+    assert configs.check(config) == []
+    m = methods.describe(config)
+    assert m.interfaces == interfaces and m.memory
+    assert {k: getattr(m, k) for k in extra} == extra
+    evolver, _ = loop.build_evolver(config, m, None)
+    assert evolver.config.interfaces == interfaces  # the replaced interface leaves the evolver
+    p = parts.build(m, config.copy_and_resolve_references(), [], critic=evolver.critic)
+    assert p.critic is evolver.critic and p.critic.enabled == (not switch.get("no_critic", False))
+
+
+@pytest.mark.parametrize("ablation", ["sec_sampling", "ruscarl_guidance", "evorubric_rubric"])
+def test_the_replacement_rows_are_configs(ablation):
+    from experiments import smollm2_cpu
+
+    config = smollm2_cpu.get_config(f"method=harnessrl,ablation={ablation}")
+    assert all(config.harness[k] == v for k, v in base.ABLATIONS[ablation].items())
+    assert configs.check(config) == []
+
+
+def test_every_threshold_of_a_method_reaches_its_part():
+    config = tiny("method=ruscarl")
+    config.ruscarl.update(sigmoid_start=0.3, sigmoid_steepness=10.0, group_rule="binary", full_reveal=2)
+    config.skillrl.update(top_k=3, min_cosine=0.5, evolve_every=7, max_new_per_domain=2)
+    config.evorubric.update(prune_window=3, candidate_sets=5, set_size=2, consensus=0.6, pool_factor=3.0)
+    config.amaris.update(static_k=2, dynamic_k=5, early_share=0.25, reweight_factor=0.7)
+    config.sec.update(alpha=0.3, temperature=0.4, importance=True)
+    config = config.copy_and_resolve_references()
+    m = methods.describe(config)
+    g = parts.build(m, config, []).guidance
+    assert (g.config.sigmoid_start, g.config.sigmoid_steepness, g.config.group_rule, g.config.full_reveal) == \
+        (0.3, 10.0, "binary", 2)
+    for name, field, value in (("skillrl", "top_k", 3), ("evorubric", "prune_window", 3),
+                               ("amaris", "early_share", 0.25), ("sec", "temperature", 0.4)):
+        assert getattr(configs.method_config(config, name), field) == value
+    s = methods.parts.build(methods.describe(tiny("method=skillrl")), tiny("method=skillrl"), []).guidance
+    assert s.config.evolve_every == 2  # the tiny config's
+    e = parts.build(methods.describe(tiny("method=evorubric")), config, []).rule
+    assert (e.config.candidate_sets, e.config.consensus) == (5, 0.6)
+    a = parts.build(methods.describe(tiny("method=amaris")), config, []).rule
+    assert (a.config.static_k, a.config.dynamic_k, a.config.reweight_factor) == (2, 5, 0.7)
+    from harnessrl_jax.methods import samplers
+
+    sec = samplers.make("sec", [], config)
+    assert (sec.config.alpha, sec.config.importance) == (0.3, True)
+
+
+@pytest.mark.parametrize("key, value", [("ruscarl.group_rule", "quadratic"), ("sec.alpha", 0.0),
+                                        ("skillrl.min_cosine", 2.0), ("evorubric.consensus", 1.5),
+                                        ("amaris.reweight_factor", 1.0), ("harness.rubric_rule", "amaris")])
+def test_a_wrong_method_setting_is_reported_with_its_key(key, value):
+    config = tiny()
+    section, name = key.split(".")
+    config[section][name] = value
+    problems = configs.check(config)
+    assert any(p.startswith(f"--config.{section}") for p in problems), problems
+
+
+@pytest.mark.parametrize("name", ["evorubric", "amaris_pp"])
+def test_the_rules_updates_are_recorded_in_the_memory_as_the_evolvers_are(tiny_setup, tmp_path, name):
+    config = tiny(f"method={name}").copy_and_resolve_references()
+    run = dataclasses.replace(tiny_setup, config=config)
+    stepper = loop.Stepper(run, methods.describe(config), str(tmp_path))
+    stepper.start(None)
+    state = build.initial_state(run)
+    lines = []
+    for step in range(3):
+        state, metrics, records = stepper.step(state, step)
+        lines += records
+    accepted = [r for r in lines if r["verdict"] == "accepted"]
+    assert accepted and all(r["candidate"]["source"].startswith(name.split("_")[0]) for r in lines)
+    stored = [a for _, _, a in stepper.memory.store.actions()]
+    n_actions = sum(len(r["candidate"]["actions"]) for r in accepted)
+    assert sum(a.verdict == "accepted" for a in stored) == n_actions
+    assert all(a.changes for a in stored if a.verdict == "accepted")  # so reversals are found as for HarnessRL
+    assert metrics["harness/accepted_total"] == n_actions and np.isfinite(metrics["harness/reversal_rate"])
+    if name == "amaris_pp":  # its summaries are in the memory, per draw
+        draws = list(stepper.memory.store.draws())
+        assert all(d.dynamics.get("amaris_summary") for d in draws if d.step == 0)
+    stepper.close()
+
+
+@pytest.mark.slow
+def test_every_published_method_learns_the_tiny_task(tiny_setup, tmp_path):
+    """Eight steps of each method on the tiny harness tasks: the share of 'say q' responses holding a q rises, as
+    the seed rubric scores it on bare prompts (the same 128 samples' seed before and after)."""
+    run0 = tiny_setup
+    say_q = [t for t in run0.tasks if t.id == "say-q"]
+    before = None
+    for name in NEW:
+        config = tiny(f"method={name}")
+        config.total_steps = 8
+        config = config.copy_and_resolve_references()
+        run = dataclasses.replace(run0, config=config)
+        stepper = loop.Stepper(run, methods.describe(config), str(tmp_path / name))
+        stepper.start(None)
+        state = build.initial_state(run)
+        if before is None:
+            before = float(evaluate(run, say_q, num_samples=128, seed=5).seed_rubric[0])
+        for step in range(8):
+            state, metrics, _ = stepper.step(state, step)
+        run.engine.update_weights(build.engine_params(state.params))
+        after = float(evaluate(run, say_q, num_samples=128, seed=5).seed_rubric[0])
+        stepper.close()
+        assert after >= before + 5.0, (name, before, after)
+    run0.engine.update_weights(build.engine_params(build.initial_state(run0).params))
+
+
+@pytest.mark.parametrize("name", ["skillrl", "sec"])
+def test_a_resumed_run_restores_the_methods_state(tiny_setup, tmp_path, name):
+    """SkillRL's bank and SEC's values go into the checkpoint's extra and come back from it."""
+    config = tiny(f"method={name}").copy_and_resolve_references()
+    run = dataclasses.replace(tiny_setup, config=config)
+    stepper = loop.Stepper(run, methods.describe(config), str(tmp_path))
+    stepper.start(None)
+    state = build.initial_state(run)
+    for step in range(3):
+        state, _, _ = stepper.step(state, step)
+    extra = stepper.extra()
+    stepper.close()
+    again = loop.Stepper(run, methods.describe(config), str(tmp_path))
+    again.start(extra)
+    assert again.parts.state_dict() == extra["method"] and again.sampler.state_dict() == extra["sampler"]
+    if name == "skillrl":
+        assert extra["method"]["guidance"]["skills"] and again.parts.guidance.skills == stepper.parts.guidance.skills
+    else:
+        assert np.any(np.asarray(extra["sampler"]["q"]) != 0)
+    again.close()
