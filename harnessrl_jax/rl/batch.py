@@ -29,6 +29,11 @@ class TrainBatch(NamedTuple):
     # [B, T] float32: the policy's logprobs before this batch's first update (Trainer.logprobs). None: the batch
     # gets one update, so the current forward is the old policy (see rl/step.py).
     old_logprobs: np.ndarray | None = None
+    # CoCA's self-distillation targets (rl/distill.py), None without the term: the teacher's top-k token ids and
+    # log-probabilities [B, T, k] at each student position, and where the term applies [B, T] (Trainer.teacher_topk).
+    distill_ids: np.ndarray | None = None
+    distill_logp: np.ndarray | None = None
+    distill_mask: np.ndarray | None = None
 
     @property
     def num_rows(self) -> int:

@@ -23,7 +23,11 @@ LOG_TAIL_FLOOR = float(jnp.log(1e-12))
 def log_tail(logp_topk):
     """log(1 - sum exp(logp)) over the last axis, clamped to >= log(1e-12) (the mass outside the top k)."""
     mass = jnp.sum(jnp.exp(logp_topk), axis=-1)
-    return jnp.maximum(jnp.log1p(-jnp.minimum(mass, 1.0)), LOG_TAIL_FLOOR)
+    # select before log1p: at mass >= 1 (rounding, or a padding position's placeholder ids) its derivative is
+    # infinite, and a zero cotangent times it would be NaN
+    ok = mass < 1.0
+    tail = jnp.where(ok, jnp.log1p(-jnp.where(ok, mass, 0.0)), LOG_TAIL_FLOOR)
+    return jnp.maximum(tail, LOG_TAIL_FLOOR)
 
 
 def teacher_topk(teacher_logits, *, k: int, temperature: float = 1.0):

@@ -111,3 +111,14 @@ def test_precomputed_teacher_form_equals_the_contract():
     a = distill.topk_kl_from_teacher(ids, logp, s, mask, temperature=0.8)
     b = distill.topk_forward_kl(t, s, mask, k=5, temperature=0.8)
     np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_a_top_k_holding_all_the_mass_is_finite_in_value_and_gradient():
+    """Placeholder targets (id 0 k times, logp 0: what padding rows of the batch hold) put the mass >= 1; the
+    tail is then clamped, and nothing becomes NaN, even though those positions are masked off."""
+    ids = jnp.zeros((1, 2, 4), jnp.int32)
+    logp = jnp.zeros((1, 2, 4), jnp.float32)
+    student = jnp.asarray(np.random.default_rng(0).normal(size=(1, 2, 6)) + np.array([9.0, 0, 0, 0, 0, 0]),
+                          jnp.float32)
+    g = jax.grad(lambda s: distill.topk_kl_from_teacher(ids, logp, s, np.array([[True, False]]))[0])(student)
+    assert np.all(np.isfinite(np.asarray(g)))
