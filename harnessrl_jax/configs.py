@@ -118,20 +118,21 @@ def evolver_config(config, interfaces_: tuple[Interface, ...]):
 
 
 def method_config(config, name: str):
-    """The settings dataclass of a method's part from config.<name> (ruscarl, sec, skillrl, evorubric, amaris);
+    """The settings dataclass of a method's part from config.<name> (ruscarl, sec, skillrl, evorubric, amaris, coca);
     a config without the sub-dict gets the dataclass's defaults."""
     from harnessrl_jax.methods.amaris import AMARISConfig
+    from harnessrl_jax.methods.coca import CoCAConfig
     from harnessrl_jax.methods.evorubric import EvoRubricConfig
     from harnessrl_jax.methods.ruscarl import RuscaRLConfig
     from harnessrl_jax.methods.sec import SECConfig
     from harnessrl_jax.methods.skillrl import SkillRLConfig
 
     cls = {"ruscarl": RuscaRLConfig, "sec": SECConfig, "skillrl": SkillRLConfig, "evorubric": EvoRubricConfig,
-           "amaris": AMARISConfig}[name]
+           "amaris": AMARISConfig, "coca": CoCAConfig}[name]
     return _build(cls, config.get(name) or {}, name)
 
 
-METHOD_CONFIGS = ("ruscarl", "sec", "skillrl", "evorubric", "amaris")
+METHOD_CONFIGS = ("ruscarl", "sec", "skillrl", "evorubric", "amaris", "coca")
 
 
 def embedder(config) -> str | None:
@@ -211,6 +212,15 @@ def check(config) -> list[str]:
                        f"--config.sec.arms={method_config(config, 'sec').arms!r} needs the seed policy's rewards: set "
                        f"--config.harness.cold_start (launch/cold_start.py writes it and its seed groups) or "
                        f"--config.sec.seed_groups, or use --config.sec.arms=domain or task")
+
+    if config.method == "coca" and not p:
+        groups = method_config(config, "coca").groups
+        _check(p, sum(groups) == int(config.num_generations),
+               f"--config.coca.groups={groups} splits the rollout budget --config.num_generations="
+               f"{config.num_generations} per query into (G_N, G_G): their sum must equal it")
+        _check(p, int(config.get("mini_batches", 1)) == 1,
+               f"--config.mini_batches={config.get('mini_batches')}: CoCA's teacher targets are taken for one update "
+               f"per batch (theta_old = the current params); use 1")
 
     m = config.memory
     _check(p, -1.0 <= float(m.min_cosine) <= 1.0, f"--config.memory.min_cosine={m.min_cosine}: must be in [-1, 1]")
