@@ -175,6 +175,7 @@ def check(config) -> list[str]:
     _check(p, 0 < config.top_p <= 1, f"--config.top_p={config.top_p}: must be in (0, 1]")
     _one_of(p, config.advantage, sorted(grpo.ADVANTAGE_FNS), "advantage")
     _one_of(p, config.loss.agg, ("token-mean", "sequence-mean-token-mean"), "loss.agg")
+    _one_of(p, config.loss.get("name", "grpo"), sorted(grpo.LOSS_FNS), "loss.name")
     _check(p, int(config.checkpoint.every) >= 1, f"--config.checkpoint.every={config.checkpoint.every}: must be >= 1")
 
     h = config.harness

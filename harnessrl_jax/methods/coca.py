@@ -36,7 +36,7 @@ UNJUDGED, TOO_HARD, LEARNABLE, REGRESSIVE, SATURATED, DISCRIMINATIVE = (
 STATES = (TOO_HARD, LEARNABLE, REGRESSIVE, SATURATED, DISCRIMINATIVE)  # the five (unjudged is no state)
 LEARNABLE_RULES = ("zero", "gap")
 DISTILL_ON = ("current_frontier", "guided_frontier", "all_normal")
-GUIDED_GATES = ("dynamic", "always")
+GUIDED_GATES = ("dynamic", "always", "never")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +52,7 @@ class CoCAConfig:
     distill_coef: float = 1.0  # lambda_D
     distill_on: str = "current_frontier"  # AMB-1.5 | 'guided_frontier' (D.3 ablation) | 'all_normal'
     teacher_demo: bool = True  # the Guided Frontier in the teacher's context (D.3: False drops it)
-    guided_gate: str = "dynamic"  # Guided GRPO on unqualified queries only | 'always' (D.4)
+    guided_gate: str = "dynamic"  # Guided GRPO on unqualified queries only | 'always' (D.4) | 'never' (- L_GGRPO)
     pooled_baseline: bool = False  # AMB-1.8: one group baseline over G_N + G_G rewards
     calibrate: bool = True  # False: the "- rubric calibration" ablation (C~ = C)
     rewrite_length_factor: float = 3.0  # invariant: a rewrite is at most this many times the original's length

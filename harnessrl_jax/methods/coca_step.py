@@ -207,6 +207,8 @@ class CoCAScheme:
             A_g = A_g.copy()
         if cfg.guided_gate == "dynamic":
             A_g[qualified] = np.nan  # Guided GRPO only where the gate failed
+        elif cfg.guided_gate == "never":  # the "- L_GGRPO" ablation
+            A_g[:] = np.nan
 
         # --- the train rows: Normal in the bare prompt, Guided in the guided prompt
         rollouts = concat_rollouts(v.normal.rollouts, v.guided.rollouts)
@@ -334,8 +336,8 @@ class CoCAScheme:
         out["coca/zero_variance_restored"] = float((flat_before & ~flat_after).sum() / max(flat_before.sum(), 1))
         q = [g for g in gates if g.qualified]
         out["coca/opsd_activation"] = len(q) / max(len(gates), 1)
-        out["coca/guided_grpo_queries"] = float(len(gates) if self.config.guided_gate == "always"
-                                                else len(gates) - len(q))
+        out["coca/guided_grpo_queries"] = float({"always": len(gates), "never": 0}.get(
+            self.config.guided_gate, len(gates) - len(q)))
         out["coca/frontier_gain"] = float(np.mean([g.gain for g in q])) if q else float("nan")
         out["coca/distilled_rows"] = float(sum(len(r) for r in student_rows.values()))
         out["coca/teacher_over_budget"] = float(teacher_info["teacher_over_budget"])

@@ -162,8 +162,36 @@ def test_transition_table_counts_revisits_and_conditions_on_the_source():
 
 
 @pytest.mark.parametrize("kw, match", [({"groups": (0, 6)}, "groups"), ({"distill_on": "x"}, "distill_on"),
-                                       ({"guided_gate": "never"}, "guided_gate"),
+                                       ({"guided_gate": "sometimes"}, "guided_gate"),
                                        ({"distill_on": "guided_frontier", "guided_gate": "always"}, "choose one")])
 def test_config_rejects_bad_settings(kw, match):
     with pytest.raises(ValueError, match=match):
         CoCAConfig(**kw)
+
+
+def test_every_variant_is_a_valid_config_and_bad_values_name_their_key():
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from experiments import coca as coca_config
+    from harnessrl_jax import configs, methods
+
+    for name in coca_config.VARIANTS:
+        for tiny in (False, True):
+            config = coca_config.get_config(f"variant={name}" + (",tiny" if tiny else ""))
+            assert configs.check(config) == [], (name, tiny)
+            assert sum(config.coca.groups) == config.num_generations
+    c = coca_config.get_config("variant=gspo")
+    assert (c.loss.name, methods.describe(c).scheme) == ("gspo", "coca")
+    bad = coca_config.get_config("tiny")
+    bad.coca.groups = (6, 6)
+    assert any(p.startswith("--config.coca.groups=(6, 6)") and "num_generations=8" in p for p in configs.check(bad))
+    bad = coca_config.get_config("tiny")
+    bad.coca.distill_on = "teacher"
+    assert any(p.startswith("--config.coca") and "distill_on" in p for p in configs.check(bad))
+    bad = coca_config.get_config("tiny")
+    bad.loss.name = "ppo"
+    assert any(p.startswith("--config.loss.name") for p in configs.check(bad))
+    with pytest.raises(ValueError, match="known variants"):
+        coca_config.get_config("variant=nope")
