@@ -115,6 +115,7 @@ class CoCAScheme:
         self.teacher_template = load_template(config.teacher_template)
         self.visit: Visit | None = None
         self.steps_done = 0
+        self._append = False  # a fresh run starts coca.jsonl anew; a resumed one appends after its cut
         self._metrics: dict[str, float] = {}
 
     # ------------------------------------------------------------------------------------------- rollouts
@@ -254,7 +255,7 @@ class CoCAScheme:
     def teacher_rows(self, run) -> int:
         """The fixed number of teacher sequences per step (one compile of the teacher forward)."""
         per = self.config.groups[0] if self.config.distill_on == "all_normal" else 1
-        return round_up(run.config.tasks_per_step * per, run.trainer.data_parallel)
+        return round_up(run.config.tasks_per_step * per, run.trainer.data_parallel * run.trainer.micro_batches)
 
     def _distill_targets(self, run, state, batch, rollouts, gates, student_rows):
         """The batch with distill_ids / distill_logp / distill_mask; always present (zero mask when nothing
@@ -352,7 +353,8 @@ class CoCAScheme:
     def _write_lines(self, step, v, states, rates, rewrites, rN, rG, gates):
         if not self.workdir or jax.process_index() != 0:
             return
-        with open(os.path.join(self.workdir, "coca.jsonl"), "a", encoding="utf-8") as f:
+        mode, self._append = ("a" if self._append else "w"), True
+        with open(os.path.join(self.workdir, "coca.jsonl"), mode, encoding="utf-8") as f:
             for n, task in enumerate(v.tasks):
                 ids = [c.id for c in v.criteria[n]]
                 g = gates[n]
@@ -372,8 +374,12 @@ class CoCAScheme:
         return {"steps_done": self.steps_done}
 
     def load_state_dict(self, state) -> None:
-        """Resumed at `steps_done`: coca.jsonl lines of later steps belong to steps that will run again."""
-        self.steps_done = int((state or {}).get("steps_done", 0))
+        """Resumed at `steps_done`: coca.jsonl lines of later steps belong to steps that will run again (a
+        checkpoint without the scheme's state, taken part-way through a step, keeps the file as it is)."""
+        self._append = True
+        if state is None:
+            return
+        self.steps_done = int(state.get("steps_done", 0))
         path = os.path.join(self.workdir or "", "coca.jsonl")
         if self.workdir and os.path.isfile(path) and jax.process_index() == 0:
             with open(path, encoding="utf-8") as f:

@@ -231,29 +231,39 @@ class Trainer:
 
     def teacher_topk(self, params: Params, tokens, attention_mask, positions, rows, *, k: int, num_rows: int):
         """CoCA's teacher, before the update: the top-k (ids [B, T, k] int32, log-probabilities float32) of
-        softmax(logits / T) of `params` (stop-gradient) over teacher sequences [D, T_T], taken at teacher
+        softmax(logits / T) of `params` (no gradient) over teacher sequences [D, T_T], taken at teacher
         `positions` [D, T] (the teacher position aligned with each student position) and placed at batch rows
         `rows` [D] (-1: a padding teacher row) of a [num_rows, T, k] batch, sharded like the batch; nothing goes
-        to the host. Compiled once per shape."""
-        key = (k, num_rows)
+        to the host. One micro-batch of teacher rows at a time, as the step; compiled once per shape."""
         if getattr(self, "_teacher", None) is None:
             self._teacher = {}
-        if key not in self._teacher:
+        if (k, num_rows) not in self._teacher:
             def fn(params, tokens, attention_mask, positions, rows):
-                logits = forward(self.model_config, params, tokens, attention_mask, constrain=self._constrain)
-                ids, logp = distill.teacher_topk(logits, k=k, temperature=self.loss.temperature)
-                ids = jnp.take_along_axis(ids, positions[..., None], axis=1)
-                logp = jnp.take_along_axis(logp, positions[..., None], axis=1)
-                out_ids = jnp.zeros((num_rows, positions.shape[1], k), jnp.int32)
-                out_logp = jnp.zeros((num_rows, positions.shape[1], k), jnp.float32)
-                rows_ = jnp.where(rows < 0, num_rows, rows)  # out of range: dropped
-                return (out_ids.at[rows_].set(ids, mode="drop"), out_logp.at[rows_].set(logp, mode="drop"))
-            self._teacher[key] = jax.jit(fn, out_shardings=(self.batch_sharding, self.batch_sharding))
-        put = lambda x: jax.make_array_from_callback(  # noqa: E731
-            x.shape, self.batch_sharding, lambda idx: x[idx])
-        return self._teacher[key](params, put(np.asarray(tokens, np.int32)),
-                                  put(np.asarray(attention_mask, bool)), put(np.asarray(positions, np.int32)),
-                                  put(np.asarray(rows, np.int32)))
+                def one(x):
+                    t, a, pos = x
+                    logits = forward(self.model_config, params, t, a, constrain=self._constrain)
+                    ids, logp = distill.teacher_topk(logits, k=k, temperature=self.loss.temperature)
+                    return (jnp.take_along_axis(ids, pos[..., None], axis=1),
+                            jnp.take_along_axis(logp, pos[..., None], axis=1))
+
+                m = self.micro_batches
+                if m == 1 or tokens.shape[0] % (m * self.data_parallel):
+                    ids, logp = one((tokens, attention_mask, positions))
+                else:  # [M, D/M, ...] rows m, m+M, ... as _split takes them, then back in row order
+                    split = lambda x: x.reshape(x.shape[0] // m, m, *x.shape[1:]).swapaxes(0, 1)  # noqa: E731
+                    ids, logp = jax.lax.map(one, (split(tokens), split(attention_mask), split(positions)))
+                    ids, logp = (x.swapaxes(0, 1).reshape(tokens.shape[0], *x.shape[2:]) for x in (ids, logp))
+                shape = (num_rows, positions.shape[1], k)
+                rows = jnp.where(rows < 0, num_rows, rows)  # out of range: dropped
+                return (jnp.zeros(shape, jnp.int32).at[rows].set(ids, mode="drop"),
+                        jnp.zeros(shape, jnp.float32).at[rows].set(logp, mode="drop"))
+            self._teacher[(k, num_rows)] = jax.jit(fn, out_shardings=(self.batch_sharding, self.batch_sharding))
+
+        def put(x):
+            return jax.make_array_from_callback(x.shape, self.batch_sharding, lambda idx: x[idx])
+        return self._teacher[(k, num_rows)](params, put(np.asarray(tokens, np.int32)),
+                                            put(np.asarray(attention_mask, bool)),
+                                            put(np.asarray(positions, np.int32)), put(np.asarray(rows, np.int32)))
 
     def _split(self, batch: TrainBatch) -> TrainBatch:
         """[B, ...] -> [M, B/M, ...] taking rows m, m+M, ...: each device keeps its own rows (no resharding)."""

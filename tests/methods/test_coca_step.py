@@ -111,3 +111,25 @@ def test_coca_learns_the_tiny_task(coca_run, tmp_path):
     assert sum(m["coca/opsd_activation"] for m in history) > 0  # the gate opened at least once
     lines = (tmp_path / "coca.jsonl").read_text().splitlines()
     assert len(lines) == STEPS * run.config.tasks_per_step
+
+
+def test_coca_jsonl_starts_anew_and_is_cut_back_on_resume(coca_run, tmp_path):
+    run = coca_run
+    (tmp_path / "coca.jsonl").write_text('{"step": 7, "task_id": "old run", "states": {}}\n')
+    stepper = loop.Stepper(run, methods.describe(run.config), str(tmp_path))
+    stepper.start(None)
+    state = build.initial_state(run)
+    state, _, _ = stepper.step(state, 0)
+    state, _, _ = stepper.step(state, 1)
+    extra = stepper.extra()  # as checkpointed after step 1
+    state, _, _ = stepper.step(state, 2)
+    stepper.close()
+    steps = [json.loads(x)["step"] for x in (tmp_path / "coca.jsonl").read_text().splitlines()]
+    assert steps == [0, 0, 1, 1, 2, 2]  # the earlier run's line is gone
+    again = loop.Stepper(run, methods.describe(run.config), str(tmp_path))
+    again.start(extra)
+    steps = [json.loads(x)["step"] for x in (tmp_path / "coca.jsonl").read_text().splitlines()]
+    assert steps == [0, 0, 1, 1] and extra["method"] == {"scheme": {"steps_done": 2}}
+    again.step(state, 2)
+    assert [json.loads(x)["step"] for x in (tmp_path / "coca.jsonl").read_text().splitlines()][-2:] == [2, 2]
+    again.close()

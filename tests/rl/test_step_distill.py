@@ -102,6 +102,7 @@ def test_step_with_distillation_equals_the_plain_objective_on_one_and_on_8_devic
     np.testing.assert_allclose(m1["distill_kl"], kl, rtol=1e-5)
     assert m1["distill_tokens"] == distill_mask.sum() and kl > 0
     assert_trees_close(one, want, atol=1e-5)
+    # 8 devices, two micro-batches of the step and of the teacher's rows (TROWS = 8 = 2 x 4 data-parallel)
     eight, m8, trainer = sgd_step(make_mesh(2, 2, 2), params, batch, teacher, distill_mask, micro_batches=2)
     assert_trees_close(eight, one, atol=1e-5)
     for k in m1:
