@@ -41,8 +41,9 @@ def teacher_topk(teacher_logits, *, k: int, temperature: float = 1.0):
 def kl_terms(teacher_ids, teacher_logp, student_logits, temperature: float = 1.0):
     """KL_t [B, L] from the teacher's top-k (ids, logp) [B, L, k] and the student's logits [B, L, V]."""
     teacher_logp = jax.lax.stop_gradient(teacher_logp.astype(jnp.float32))
+    # the same expression as grpo.token_logprobs', so in the train step XLA computes the log-normaliser once
     x = student_logits.astype(jnp.float32) / temperature
-    student_logp = jnp.take_along_axis(x, teacher_ids, axis=-1) - jax.nn.logsumexp(x, axis=-1, keepdims=True)
+    student_logp = jnp.take_along_axis(x, teacher_ids, axis=-1) - jax.nn.logsumexp(x, axis=-1)[..., None]
     pT = jnp.exp(teacher_logp)
     tail_t, tail_s = log_tail(teacher_logp), log_tail(student_logp)
     return jnp.sum(pT * (teacher_logp - student_logp), axis=-1) + jnp.exp(tail_t) * (tail_t - tail_s)
