@@ -14,6 +14,12 @@ computes them once before the first update with `Trainer.logprobs` and passes th
 ratio and the clip then act as in PPO. Either way the gap between these trainer-recomputed logprobs and the
 engine's is logged as `engine_gap` every step.
 
+CoCA's distillation term (rl/distill.py): when the batch carries distill targets (the teacher's top-k ids and
+log-probabilities at each student position, from `Trainer.teacher_topk` before the update, and a mask), each
+micro-batch adds lambda_D * KL_sum * D_pg / D_kl to its loss sum, so that after the division by the GRPO
+denominator D_pg the objective is L_GRPO + lambda_D * sum KL_t / D_kl, both totals read from the whole batch's
+masks. It reuses the micro-batch's student forward; a batch without targets traces exactly the step above.
+
 Params and optimiser state are donated, so the update happens in place; the caller must not touch the old state
 after a step (an engine holding the old params gets the new ones via `update_weights`).
 """

@@ -2,6 +2,7 @@
 teacher's top-k placed at the right student positions (checked against an independent forward of the teacher
 sequence), one compile of the train step with and without distillation, and CoCA learning the tiny task."""
 
+import dataclasses
 import json
 
 import jax
@@ -60,7 +61,6 @@ def test_groups_prompts_rows_and_teacher_alignment(coca_run, tmp_path):
             break
     else:
         pytest.fail("no query passed the gate in 12 steps")
-    assert run.trainer.compiles() == 1  # steps with and without distilled rows share one compile
     assert metrics["train/distill_tokens"] == batch.distill_mask.sum() > 0
     T = len(tasks)
     normal_rows = T * g_n
@@ -85,6 +85,15 @@ def test_groups_prompts_rows_and_teacher_alignment(coca_run, tmp_path):
         np.testing.assert_array_equal(batch.distill_ids[r][batch.distill_mask[r]], np.asarray(ids[0, want]))
         np.testing.assert_allclose(batch.distill_logp[r][batch.distill_mask[r]], np.asarray(logp[0, want]),
                                    atol=1e-5)
+    # a step where no query can pass the gate: zero targets, no teacher forward, and still the same compile
+    config = scheme.config
+    scheme.config = dataclasses.replace(config, frontier_margin=1e9)
+    scheme.sample(run, tasks, [t.criteria for t in tasks], 99)
+    scheme.judge(run, loop.score_responses)
+    state, off, _, times, _ = scheme.train(run, state, 99, np.ones(len(tasks)), loop.score_responses, capture)
+    scheme.config = config
+    assert off["train/distill_tokens"] == 0 and not seen[-1].distill_mask.any()
+    assert run.trainer.compiles() == 1  # steps with and without distilled rows share one compile
     stepper.close()
 
 
