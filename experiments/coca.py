@@ -52,8 +52,8 @@ def get_config(arg=None):
         section, _, name = key.rpartition(".")
         (c[section] if section else c)[name] = value
     if opts.tiny and "groups" in coca:  # the tiny budget is 8 rollouts: keep the variant's proportions
-        g_n, g_g = coca["groups"]
-        c.coca.groups = (c.num_generations * g_n // (g_n + g_g), c.num_generations - c.num_generations * g_n // (g_n + g_g))
+        g_n = c.num_generations * coca["groups"][0] // sum(coca["groups"])
+        c.coca.groups = (g_n, c.num_generations - g_n)
     if opts.tiny and opts.variant == "budget_8":
         c.coca.groups = (4, 4)
     return c

@@ -29,7 +29,7 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from harnessrl_jax.methods.coca import (DISCRIMINATIVE, SATURATED, STATES, TOO_HARD, UNJUDGED, CoCAConfig, achievement,
+from harnessrl_jax.methods.coca import (SATURATED, STATES, TOO_HARD, UNJUDGED, CoCAConfig, achievement,
                                         diagnose, rates as achievement_rates, select_frontiers)
 from harnessrl_jax.methods.coca_calibration import STRENGTHEN, WEAKEN, Calibrator
 from harnessrl_jax.methods.guidance import PromptBudget, TaskPrompts, after_last_user, load_template
@@ -219,7 +219,8 @@ class CoCAScheme:
             for n, rows in student_rows.items():
                 index[rows] = v.normal.rollouts.prompt_index[n * g_n]
             rollouts = dataclasses.replace(rollouts, prompt_index=index)
-        weights = np.concatenate([np.repeat(np.asarray(u, np.float32), g_n), np.repeat(np.asarray(u, np.float32), g_g)])
+        u = np.asarray(u, np.float32)
+        weights = np.concatenate([np.repeat(u, g_n), np.repeat(u, g_g)])
         batch = build_batch(rollouts, np.concatenate([A_n.reshape(-1), A_g.reshape(-1)]), weights,
                             seq_len=run.seq_len, pad_id=run.engine.pad_id, num_rows=run.rows)
 

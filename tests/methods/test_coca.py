@@ -101,7 +101,8 @@ def test_invariants():
     old = Criterion("a", "Mentions screening.", 2.0, ("axis:completeness",))
     ok = Criterion("a", "Recommends repeat screening at a stated interval.", 2.0, ("axis:completeness",))
     assert invariant_problem(old, ok) is None
-    for bad, why in [(Criterion("b", ok.text, 2.0, old.tags), "id"), (Criterion("a", ok.text, -2.0, old.tags), "points"),
+    for bad, why in [(Criterion("b", ok.text, 2.0, old.tags), "id"),
+                     (Criterion("a", ok.text, -2.0, old.tags), "points"),
                      (Criterion("a", ok.text, 2.0, ()), "tags"), (Criterion("a", " ", 2.0, old.tags), "empty"),
                      (Criterion("a", "Mentions screening. Also diet.", 2.0, old.tags), "sentence"),
                      (Criterion("a", old.text, 2.0, old.tags), "unchanged"),
