@@ -9,7 +9,8 @@ sequences of `seq` tokens (a prompt of `prompt`, the rest completion); `distille
 teacher sequences are `teacher_seq` tokens long (default: seq + the completion, CoCA's teacher budget). Timed:
 the step without targets (what every other method runs), the step with them (the term's share is the difference
 over the step with them) and Trainer.teacher_topk. Runs alternate so machine load hits all alike; the best of the
-repeats is reported, after one compiling call each. Keep other work off the machine while it runs.
+repeats is reported, after one compiling call each; XLA's cost analysis of both compiled steps (flops, bytes
+accessed) gives the term's share independently of machine load. Keep other work off the machine while it runs.
 """
 
 from __future__ import annotations
@@ -82,6 +83,14 @@ def main(argv):
         state, metrics = trainer.step(state, b)
         jax.block_until_ready(metrics)
 
+    # XLA's own cost model of the two compiled steps: a figure machine load cannot move
+    cost = {}
+    for name, b in (("step", plain), ("step_with_distill", with_targets)):
+        compiled = trainer._step.lower(state, b, None).compile()
+        analysis = compiled.cost_analysis()
+        analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
+        cost[name] = (float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0)))
+
     times = {"step": [], "step_with_distill": [], "teacher": []}
     step(plain), step(with_targets)  # compile both
     for _ in range(FLAGS.repeats):
@@ -98,6 +107,9 @@ def main(argv):
         print(f"  {k:18s} {v:8.3f} s   (all: {', '.join(f'{x:.3f}' for x in times[k])})")
     print(f"  distillation term in the step: {term:+.3f} s = {100 * term / best['step_with_distill']:.1f}% of the "
           f"step with it")
+    (f0, b0), (f1, b1) = cost["step"], cost["step_with_distill"]
+    print(f"  XLA cost analysis of the step: flops +{100 * (f1 - f0) / f1:.2f}%, bytes accessed "
+          f"+{100 * (b1 - b0) / b1:.2f}% with the term")
     print(f"  teacher forward: {100 * best['teacher'] / (best['teacher'] + best['step_with_distill']):.1f}% of "
           f"teacher + step")
 

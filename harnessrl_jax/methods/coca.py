@@ -31,8 +31,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from harnessrl_jax.words import CriterionState
+
 UNJUDGED, TOO_HARD, LEARNABLE, REGRESSIVE, SATURATED, DISCRIMINATIVE = (
-    "unjudged", "too_hard", "learnable", "regressive", "saturated", "discriminative")
+    CriterionState.UNJUDGED, CriterionState.TOO_HARD, CriterionState.LEARNABLE, CriterionState.REGRESSIVE,
+    CriterionState.SATURATED, CriterionState.DISCRIMINATIVE)
 STATES = (TOO_HARD, LEARNABLE, REGRESSIVE, SATURATED, DISCRIMINATIVE)  # the five (unjudged is no state)
 LEARNABLE_RULES = ("zero", "gap")
 DISTILL_ON = ("current_frontier", "guided_frontier", "all_normal")
