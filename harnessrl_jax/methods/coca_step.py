@@ -2,7 +2,7 @@
 
     normal  = scheme.sample(run, tasks, seed)           Y_N (bare prompts, n = G_N) and Y_G (rubric shown, n = G_G,
                                                         seed + 1), both through loop.sample_groups, theta_old
-    S, r    = scheme.judge(run, tasks, criteria)        both groups under the original rubric C, one pooled call;
+    S, r    = scheme.judge(run, score_responses)        both groups under the original rubric C, one pooled call;
                                                         the Normal group's S and rewards go on through the step
     ...     the attributor observes the Normal groups, the memory records them (as for every method)
     state   = scheme.train(run, state, step, u)         diagnose -> calibrate (C~) -> re-judge the rewritten rows
@@ -88,6 +88,23 @@ def concat_rollouts(a: Rollouts, b: Rollouts) -> Rollouts:
                     list(a.texts) + list(b.texts))
 
 
+def both_groups(judge_fn, run, tasks, normal, guided, criteria):
+    """((S, rewards) of the Normal groups, (S, rewards) of the Guided ones, metrics): one pooled judge call
+    (`judge_fn` = loop.score_responses) when the groups are the same size, one per group otherwise (its rewards
+    are one [T, J] array per call)."""
+    T = len(tasks)
+    if len(normal[0]) == len(guided[0]):
+        S, rewards, metrics = judge_fn(run.judge, list(tasks) * 2, list(normal) + list(guided), list(criteria) * 2)
+        return (S[:T], rewards[:T]), (S[T:], rewards[T:]), metrics
+    S_n, r_n, m_n = judge_fn(run.judge, tasks, normal, criteria)
+    S_g, r_g, m_g = judge_fn(run.judge, tasks, guided, criteria)
+    share = len(normal[0]) / (len(normal[0]) + len(guided[0]))
+    metrics = {"reward/judge_failures": m_n["reward/judge_failures"] + m_g["reward/judge_failures"],
+               "reward/judged_fraction": share * m_n["reward/judged_fraction"]
+               + (1 - share) * m_g["reward/judged_fraction"]}
+    return (S_n, r_n), (S_g, r_g), metrics
+
+
 @dataclasses.dataclass
 class Visit:
     """What one step keeps between its stages."""
@@ -146,11 +163,8 @@ class CoCAScheme:
         """Both groups under the original rubric in one pooled call (`judge_fn` = loop.score_responses);
         returns (S, rewards, metrics) of the Normal groups."""
         v = self.visit
-        T = len(v.tasks)
-        S, rewards, metrics = judge_fn(run.judge, v.tasks + v.tasks, v.normal.responses + v.guided.responses,
-                                       v.criteria + v.criteria)
-        v.S_normal, v.S_guided = S[:T], S[T:]
-        v.r_normal, v.r_guided = rewards[:T], rewards[T:]
+        (v.S_normal, v.r_normal), (v.S_guided, v.r_guided), metrics = both_groups(
+            judge_fn, run, v.tasks, v.normal.responses, v.guided.responses, v.criteria)
         return v.S_normal, v.r_normal, metrics
 
     # ---------------------------------------------------------------------------------------------- train
@@ -184,12 +198,11 @@ class CoCAScheme:
             changed = [(n, [r.index for r in rewrites[n] if r.valid]) for n in todo]
             changed = [(n, ks) for n, ks in changed if ks]
             if changed:
-                rows = [[adapted[n][k] for k in ks] for n, ks in changed]
-                resp = [v.normal.responses[n] for n, _ in changed] + [v.guided.responses[n] for n, _ in changed]
-                S_new, _, _ = judge_fn(run.judge, [v.tasks[n] for n, _ in changed] * 2, resp, rows + rows)
+                (new_n, _), (new_g, _), _ = both_groups(
+                    judge_fn, run, [v.tasks[n] for n, _ in changed], [v.normal.responses[n] for n, _ in changed],
+                    [v.guided.responses[n] for n, _ in changed], [[adapted[n][k] for k in ks] for n, ks in changed])
                 for j, (n, ks) in enumerate(changed):
-                    S_n[n][ks] = S_new[j]
-                    S_g[n][ks] = S_new[len(changed) + j]
+                    S_n[n][ks], S_g[n][ks] = new_n[j], new_g[j]
         timings["time/calibration"] = time.perf_counter() - start
         rN = np.stack([rubric_reward(p, s) for p, s in zip(points, S_n)])
         rG = np.stack([rubric_reward(p, s) for p, s in zip(points, S_g)])

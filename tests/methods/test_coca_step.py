@@ -56,6 +56,7 @@ def test_groups_prompts_rows_and_teacher_alignment(coca_run, tmp_path):
         params = state.params
         teacher_params = jax.tree.map(np.asarray, params)  # theta_old, before the update
         state, metrics, _, _, _ = scheme.train(run, state, seed, np.ones(len(tasks)), loop.score_responses, capture)
+        build.push_weights(run, state.params)
         batch = seen[-1]
         if batch.distill_mask.any():
             break
@@ -142,3 +143,76 @@ def test_coca_jsonl_starts_anew_and_is_cut_back_on_resume(coca_run, tmp_path):
     again.step(state, 2)
     assert [json.loads(x)["step"] for x in (tmp_path / "coca.jsonl").read_text().splitlines()][-2:] == [2, 2]
     again.close()
+
+
+def scheme_steps(run, tmp_path, seeds, **coca):
+    """The scheme's stages run directly for each seed with config.coca updated by `coca`: (captured batches,
+    metrics, scheme)."""
+    config = run.config.copy_and_resolve_references()
+    config.coca.update(coca)
+    run = dataclasses.replace(run, config=config)
+    stepper = loop.Stepper(run, methods.describe(config), str(tmp_path))
+    stepper.start(None)
+    state = build.initial_state(run)
+    scheme, tasks, seen, history = stepper.parts.scheme, stepper.tasks, [], []
+
+    def capture(run_, state_, batch):
+        seen.append(jax.tree.map(lambda x: x if x is None else np.asarray(x), batch))
+        return loop.train_on_batch(run_, state_, batch)
+
+    for seed in seeds:
+        scheme.sample(run, tasks, [t.criteria for t in tasks], seed)
+        scheme.judge(run, loop.score_responses)
+        state, metrics, _, _, _ = scheme.train(run, state, seed, np.ones(len(tasks)), loop.score_responses, capture)
+        build.push_weights(run, state.params)
+        history.append({**metrics, **scheme.metrics()})
+    stepper.close()
+    return seen, history, scheme
+
+
+SEEDS = range(8)
+
+
+@pytest.mark.parametrize("coca, check", [
+    ({"guided_gate": "always"}, "guided_all"), ({"guided_gate": "never"}, "guided_none"),
+    ({"distill_on": "guided_frontier"}, "gf_rows"), ({"distill_on": "all_normal"}, "all_normal"),
+    ({"teacher_demo": False}, "no_demo"), ({"calibrate": False}, "no_calibration"),
+    ({"pooled_baseline": True}, "pooled"), ({"groups": (5, 3)}, "groups")])
+def test_each_variant_changes_what_it_names(coca_run, tmp_path, coca, check):
+    batches, history, scheme = scheme_steps(coca_run, tmp_path, SEEDS, **coca)
+    g_n, g_g = scheme.config.groups
+    T = coca_run.config.tasks_per_step
+    normal = T * g_n
+    assert all(np.isfinite(m["train/loss"]) for m in history)
+    distilled = [np.flatnonzero(b.distill_mask.any(axis=1)) for b in batches]
+    qualified = [m["coca/opsd_activation"] * T for m in history]
+    if check == "guided_all":
+        assert all(np.isfinite(b.advantages[normal:normal + T * g_g]).all() for b in batches)
+    elif check == "guided_none":
+        assert all(np.isnan(b.advantages[normal:normal + T * g_g]).all() for b in batches)
+    elif check == "gf_rows":  # the Guided Frontier's own row, re-packed after the bare prompt, out of GRPO
+        rows = np.concatenate(distilled)
+        assert rows.size and (rows >= normal).all()
+        for b, rs in zip(batches, distilled):
+            for r in rs:
+                prompt = b.tokens[r][:np.flatnonzero(b.loss_mask[r])[0] + 1]
+                assert "Aim to satisfy" not in coca_run.tokenizer.decode(prompt.tolist())
+                assert np.isnan(b.advantages[r])
+    elif check == "all_normal":
+        assert sum(len(r) for r in distilled) == g_n * sum(qualified) > 0
+        assert all((r < normal).all() for r in distilled)
+    elif check == "no_demo":
+        lines = [json.loads(x) for x in (tmp_path / "coca.jsonl").read_text().splitlines()]
+        assert any(x["qualified"] for x in lines)
+        from harnessrl_jax.methods.coca_step import teacher_messages
+
+        text = teacher_messages(scheme.visit.tasks[0], scheme.visit.criteria[0][:1], None, scheme.teacher_template)
+        assert "<example>" not in text[-1]["content"] and "Requirements a strong response meets" in text[-1]["content"]
+    elif check == "no_calibration":
+        assert all(m["coca/rewrites_weaken"] + m["coca/rewrites_strengthen"] + m["coca/rewrites_skipped"] == 0
+                   for m in history)
+        assert all(m["coca/reward_normal"] == m["coca/reward_normal_original"] for m in history)
+    elif check == "pooled":  # one baseline over both groups: the Normal rows' advantages no longer sum to 0
+        assert any(abs(np.nansum(b.advantages[:g_n])) > 1e-3 for b in batches)
+    elif check == "groups":
+        assert all(np.isfinite(b.advantages[:T * 5]).all() for b in batches) and (g_n, g_g) == (5, 3)
