@@ -305,7 +305,7 @@ class CoCAScheme:
                 mask[r] = batch.loss_mask[r]
                 d += 1
         info = {"teacher_rows": d, "teacher_over_budget": over}
-        if d:
+        if d and run.trainer.loss.distill_coef > 0:  # lambda_D = 0 (the "- L_FrontierOPSD" row): no teacher needed
             ids, logp = run.trainer.teacher_topk(state.params, tokens, attention, positions, rows, k=cfg.topk,
                                                  num_rows=batch.num_rows)
             jax.block_until_ready(logp)
