@@ -310,6 +310,7 @@ class CoCAScheme:
                                                  num_rows=batch.num_rows)
             jax.block_until_ready(logp)
         else:  # nothing to distil this step: zero targets, the same shapes, no teacher forward
+            mask[:] = False
             ids = np.zeros((batch.num_rows, L, cfg.topk), np.int32)
             logp = np.zeros((batch.num_rows, L, cfg.topk), np.float32)
         return batch._replace(distill_ids=ids, distill_logp=logp, distill_mask=mask), info
