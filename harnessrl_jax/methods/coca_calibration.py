@@ -45,6 +45,7 @@ class Rewrite:
     old: str
     new: str
     outcome: str
+    points: float = 0.0  # the criterion's (unchanged) points: its polarity
 
     @property
     def valid(self) -> bool:
@@ -52,7 +53,7 @@ class Rewrite:
 
     def to_dict(self) -> dict:
         return {"id": self.criterion_id, "direction": self.direction, "old": self.old, "new": self.new,
-                "valid": self.valid, "outcome": self.outcome}
+                "valid": self.valid, "outcome": self.outcome, "points": self.points}
 
 
 def direction_of(state: str) -> str | None:
@@ -172,7 +173,7 @@ class Calibrator:
                     moved = moved_rule(c, d, responses, prompt=task.user_text)
                     rewrites.append(self._checked(k, c, d, moved, new))
                 elif self.client is None:
-                    rewrites.append(Rewrite(k, c.id, d, c.text, c.text, "skipped"))
+                    rewrites.append(Rewrite(k, c.id, d, c.text, c.text, "skipped", points=c.points))
                 else:
                     rewrites.append(None)
                     jobs.append((n, len(rewrites) - 1, k, task, c, d, pn[k], pg[k]))
@@ -183,19 +184,19 @@ class Calibrator:
             for (n, slot, k, task, c, d, _, _), text in zip(jobs, texts):
                 new, rewrites = out[n]
                 if text is None:
-                    rewrites[slot] = Rewrite(k, c.id, d, c.text, c.text, "failed")
+                    rewrites[slot] = Rewrite(k, c.id, d, c.text, c.text, "failed", points=c.points)
                 else:
                     rewrites[slot] = self._checked(k, c, d, dataclasses.replace(c, text=text), new)
         return [(tuple(new), rewrites) for new, rewrites in out]
 
     def _checked(self, k: int, c: Criterion, d: str, candidate: Criterion | None, new: list) -> Rewrite:
         if candidate is None:
-            return Rewrite(k, c.id, d, c.text, c.text, "skipped")
+            return Rewrite(k, c.id, d, c.text, c.text, "skipped", points=c.points)
         why = invariant_problem(c, candidate, length_factor=self.length_factor)
         if why is not None:
-            return Rewrite(k, c.id, d, c.text, candidate.text, f"invalid: {why}")
+            return Rewrite(k, c.id, d, c.text, candidate.text, f"invalid: {why}", points=c.points)
         new[k] = candidate
-        return Rewrite(k, c.id, d, c.text, candidate.text, "ok")
+        return Rewrite(k, c.id, d, c.text, candidate.text, "ok", points=c.points)
 
     def _ask(self, task, c: Criterion, d: str, pn: float, pg: float) -> str | None:
         from harnessrl_jax.evolver import templates
