@@ -248,6 +248,8 @@ class CoCAScheme:
 
         self._metrics = self._step_metrics(states, rewrites, v, rN, rG, gates, student_rows, teacher_info, S_n,
                                            points)
+        tokens = train_metrics.get("train/distill_tokens", 0.0)
+        self._metrics["coca/kl"] = train_metrics.get("train/distill_kl", float("nan")) if tokens else float("nan")
         self._write_lines(step, v, states, rates, rewrites, rN, rG, gates)
         self.steps_done = step + 1
         return state, train_metrics, adv_metrics, timings, rN
