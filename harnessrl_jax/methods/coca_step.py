@@ -33,8 +33,7 @@ from harnessrl_jax.methods.coca import (SATURATED, STATES, TOO_HARD, UNJUDGED, C
                                         diagnose, rates as achievement_rates, select_frontiers)
 from harnessrl_jax.methods.coca_calibration import STRENGTHEN, WEAKEN, Calibrator
 from harnessrl_jax.methods.guidance import PromptBudget, TaskPrompts, after_last_user, load_template
-from harnessrl_jax.rl.batch import build_batch, round_up
-from harnessrl_jax.rollout import Rollouts
+from harnessrl_jax.rl.batch import build_batch, concat_rollouts, round_up
 from harnessrl_jax.rubric.reward import rubric_reward
 
 
@@ -70,22 +69,6 @@ def fitted(build, items: Sequence, budget: PromptBudget):
         if budget.fits(m):
             return m, n < len(items)
     return None, True
-
-
-def concat_rollouts(a: Rollouts, b: Rollouts) -> Rollouts:
-    """Rows of `a` then of `b` (prompt lists concatenated, b's prompt_index offset, tokens padded to one width)."""
-    width = max(a.tokens.shape[1], b.tokens.shape[1])
-
-    def pad(x, value):
-        return np.pad(x, ((0, 0), (0, width - x.shape[1])), constant_values=value)
-
-    pad_a = a.tokens[0, -1] if a.tokens.size else 0
-    return Rollouts(list(a.prompt_ids) + list(b.prompt_ids),
-                    np.concatenate([a.prompt_index, np.asarray(b.prompt_index) + len(a.prompt_ids)]),
-                    np.concatenate([pad(a.tokens, pad_a), pad(b.tokens, pad_a)]),
-                    np.concatenate([pad(a.logprobs, 0.0), pad(b.logprobs, 0.0)]),
-                    np.concatenate([a.lengths, b.lengths]), list(a.finish_reason) + list(b.finish_reason),
-                    list(a.texts) + list(b.texts))
 
 
 def both_groups(judge_fn, run, tasks, normal, guided, criteria):
@@ -409,4 +392,4 @@ def _floats(x) -> list:
     return [None if not np.isfinite(v) else float(v) for v in np.asarray(x, np.float64).reshape(-1)]
 
 
-__all__ = ["CoCAScheme", "concat_rollouts", "criteria_block", "guided_messages", "teacher_messages"]
+__all__ = ["CoCAScheme", "both_groups", "criteria_block", "guided_messages", "teacher_messages"]

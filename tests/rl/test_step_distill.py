@@ -125,3 +125,20 @@ def test_the_term_moves_the_gradient_and_the_teacher_rows_land_where_asked(param
     assert "distill_kl" not in metrics_to_host(metrics)
     without = jax.tree.map(lambda b, a: np.asarray(b) - np.asarray(a), params, state.params)
     assert not all(np.allclose(a, b, atol=1e-6) for a, b in zip(jax.tree.leaves(with_term), jax.tree.leaves(without)))
+
+
+def test_concat_rollouts_keeps_each_rows_prompt_and_tokens():
+    from harnessrl_jax.rl.batch import build_batch, concat_rollouts
+    from harnessrl_jax.rollout import Rollouts
+
+    a = Rollouts([[5, 6], [7]], np.array([0, 0, 1, 1]), np.array([[9, 9, 9], [8, 0, 0], [3, 3, 0], [4, 0, 0]]),
+                 np.full((4, 3), -0.5, np.float32), np.array([3, 1, 2, 1]), ["length", "stop", "stop", "stop"],
+                 ["a", "b", "c", "d"])
+    b = Rollouts([[1, 2, 3, 4]], np.array([0, 0]), np.array([[6, 6, 6, 6, 6], [2, 0, 0, 0, 0]]),
+                 np.full((2, 5), -1.0, np.float32), np.array([5, 1]), ["length", "stop"], ["e", "f"])
+    c = concat_rollouts(a, b)
+    assert c.num_samples == 6 and c.tokens.shape == (6, 5) and c.texts == list("abcdef")
+    assert [c.prompt_ids[i] for i in c.prompt_index] == [[5, 6], [5, 6], [7], [7], [1, 2, 3, 4], [1, 2, 3, 4]]
+    batch = build_batch(c, np.arange(6), seq_len=16, pad_id=0, num_rows=8)
+    assert batch.tokens[4, :9].tolist() == [1, 2, 3, 4, 6, 6, 6, 6, 6] and batch.loss_mask.sum() == c.lengths.sum()
+    np.testing.assert_allclose(batch.engine_logprobs[4][batch.loss_mask[4]], -1.0)
