@@ -11,7 +11,8 @@ after the step.
   vacuous one). A rule with no threshold, or none that splits the group, stays as it is (counted `skipped`).
 
 Every rewrite is checked against the invariants (same id, sign and points, same tags apart from a moved rule's
-kwargs, one non-empty sentence, different from the original, at most `length_factor` times its length); a
+kwargs, one non-empty sentence, different from the original, at most `length_factor` times its length, and a
+content word in common with it: a cheap guard on "the same target" that catches echoed placeholders); a
 violating rewrite is discarded (the original kept) and counted `invalid`; a model call with no usable answer is
 counted `failed`.
 """
@@ -25,6 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
+from harnessrl_jax.evolver.text import content_words
 from harnessrl_jax.evolver.tightening import RANGE_RULES, THRESHOLD_RULES, replace_number, tags_with_kwargs
 from harnessrl_jax.methods.coca import SATURATED, TOO_HARD
 from harnessrl_jax.rubric import rules
@@ -144,6 +146,8 @@ def invariant_problem(old: Criterion, new: Criterion, *, length_factor: float = 
         return "unchanged"
     if len(text) > length_factor * max(len(old.text), 1):
         return f"longer than {length_factor:g} x the original"
+    if content_words(old.text) and not content_words(text) & content_words(old.text):
+        return "no content word in common with the original (another target?)"
     return None
 
 

@@ -106,7 +106,8 @@ def test_invariants():
                      (Criterion("a", ok.text, 2.0, ()), "tags"), (Criterion("a", " ", 2.0, old.tags), "empty"),
                      (Criterion("a", "Mentions screening. Also diet.", 2.0, old.tags), "sentence"),
                      (Criterion("a", old.text, 2.0, old.tags), "unchanged"),
-                     (Criterion("a", "x" * 100, 2.0, old.tags), "longer")]:
+                     (Criterion("a", "x" * 100, 2.0, old.tags), "longer"),
+                     (Criterion("a", "<the rewritten criterion>", 2.0, old.tags), "in common")]:
         assert why in invariant_problem(old, bad)
 
 
@@ -196,3 +197,32 @@ def test_every_variant_is_a_valid_config_and_bad_values_name_their_key():
     assert any(p.startswith("--config.loss.name") for p in configs.check(bad))
     with pytest.raises(ValueError, match="known variants"):
         coca_config.get_config("variant=nope")
+
+
+@pytest.mark.slow
+def test_the_rewriter_runs_against_a_real_model_server(llama_server, tiny_config):
+    """LLM criteria calibrated by the evolver model (SmolLM2 served by llama.cpp, built as a run builds it): one
+    call per criterion, and every outcome is a checked rewrite, a discarded one with its reason, or a failed call."""
+    from harnessrl_jax import build
+
+    config = tiny_config("method=coca,tasks=harness")
+    config.harness.proposer = "llm"
+    config.evolver_model.update(base_url=llama_server.base_url, model=llama_server.model,
+                                structured_output="json_object", max_tokens=48)
+    client = build.build_evolver_client(config)
+    crits = (Criterion("a", "Mentions that the lump should be examined by a doctor.", 2.0),
+             Criterion("b", "Gives the exact size of the lump in millimetres.", 1.0))
+    task = Task("t", "medical", ({"role": "user", "content": "I found a lump on my neck."},), crits)
+    try:
+        (new, rewrites), = Calibrator(client).calibrate_many([(task, crits, ["saturated", "too_hard"], [1, 0], [1, 0],
+                                                               ["See a doctor."] * 4)])
+        assert client.stats["calls"] == 2
+    finally:
+        client.close()
+    assert [r.direction for r in rewrites] == ["strengthen", "weaken"]
+    for r, old, c in zip(rewrites, crits, new):
+        assert r.outcome == "ok" or r.outcome == "failed" or r.outcome.startswith("invalid: ")
+        if r.valid:
+            assert invariant_problem(old, c) is None and c.text == r.new
+        else:
+            assert c == old
