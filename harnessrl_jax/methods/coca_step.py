@@ -1,11 +1,11 @@
 """CoCA's scheme: the group and train stages of the one step (loop.Stepper) for CoCA (methods.md 1.10).
 
-    normal  = scheme.sample(run, tasks, seed)           Y_N (bare prompts, n = G_N) and Y_G (rubric shown, n = G_G,
+    normal  = scheme.sample(run, tasks, C, seed)        Y_N (bare prompts, n = G_N) and Y_G (rubric shown, n = G_G,
                                                         seed + 1), both through loop.sample_groups, theta_old
     S, r    = scheme.judge(run, score_responses)        both groups under the original rubric C, one pooled call;
                                                         the Normal group's S and rewards go on through the step
     ...     the attributor observes the Normal groups, the memory records them (as for every method)
-    state   = scheme.train(run, state, step, u)         diagnose -> calibrate (C~) -> re-judge the rewritten rows
+    state.. = scheme.train(run, state, step, u, ...)    diagnose -> calibrate (C~) -> re-judge the rewritten rows
                                                         -> gate -> advantages -> teacher top-k (theta_old) -> one
                                                         sharded step: L_GRPO + lambda_D * L_OPSD
 
@@ -117,6 +117,7 @@ class CoCAScheme:
         self.steps_done = 0
         self._append = False  # a fresh run starts coca.jsonl anew; a resumed one appends after its cut
         self._metrics: dict[str, float] = {}
+        self._timings: dict[str, float] = {}
 
     # ------------------------------------------------------------------------------------------- rollouts
 
