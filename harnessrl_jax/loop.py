@@ -524,4 +524,5 @@ class Stepper:
 
 
 __all__ = ["Groups", "Stepper", "bare_context", "build_evolver", "critic_hooks", "compute_advantages",
-           "oracle_metrics", "render_prompts", "sample_groups", "score_responses", "step_seed", "train_on_batch", "train_on_rollouts"]
+           "oracle_metrics", "render_prompts", "sample_groups", "score_responses", "step_seed", "train_on_batch",
+           "train_on_rollouts"]
