@@ -214,8 +214,11 @@ def check(config) -> list[str]:
                        f"--config.harness.cold_start (launch/cold_start.py writes it and its seed groups) or "
                        f"--config.sec.seed_groups, or use --config.sec.arms=domain or task")
 
-    if config.method == "coca" and not p:
+    try:
         groups = method_config(config, "coca").groups
+    except ConfigError:  # reported by the builders above
+        groups = None
+    if config.method == "coca" and groups is not None:
         _check(p, sum(groups) == int(config.num_generations),
                f"--config.coca.groups={groups} splits the rollout budget --config.num_generations="
                f"{config.num_generations} per query into (G_N, G_G): their sum must equal it")

@@ -8,9 +8,9 @@ a local HF directory or the header of a .gguf file) and the sharded train step o
 inputs, compiles it, and prints per device: parameters, optimiser state, the batch, XLA's temporaries (from the
 compiled program's memory analysis), their total against --device_memory_gb, and the step's FLOPs with the time
 they take at --peak_tflops x --mfu. For CoCA the step carries the teacher's top-k targets and the FLOPs include the
-teacher's forward (Trainer.teacher_topk; its own temporaries are not counted). The rollout engine's memory (KV cache) is not included: at scale rollouts run in
-SGLang on their own budget. XLA's CPU compiler lays out buffers like the GPU one but not identically; read the
-temporaries as an estimate.
+teacher's forward (Trainer.teacher_topk; its own temporaries are not counted). The rollout engine's memory (KV
+cache) is not included: at scale rollouts run in SGLang on their own budget. XLA's CPU compiler lays out buffers
+like the GPU one but not identically; read the temporaries as an estimate.
 """
 
 from __future__ import annotations
