@@ -4,7 +4,9 @@ mini set on the CPU by default, the paper's 12-rollout budget split (6, 6).
     python launch/train.py --config=experiments/coca.py --workdir=/tmp/coca
     python launch/train.py --config=experiments/coca.py:variant=no_calibration --workdir=/tmp/coca_nocal
     python launch/train.py --config=experiments/coca.py:tiny,variant=gspo --workdir=/tmp/coca_tiny_gspo
-    python launch/compare.py ...   # arms: experiments/coca.py:variant=NAME for NAME in VARIANTS
+    python launch/compare.py --base_config=experiments/coca.py:tiny --seeds=0,1,2 --out=runs/coca_compare \
+        --eval_split=train --arm=grpo --arm=coca --arm=no_calibration=method=coca,coca.calibrate=false \
+        --arm=guided_always=method=coca,coca.guided_gate=always --arm=gspo=method=coca,loss.name=gspo
 
 Options: `variant=NAME` (VARIANTS below: the paper's Table 4 ablation rows, D.3 distillation-trajectory and teacher
 rows, D.4 gate row, Table 10 allocations, Table 14 loss swaps); `tiny`: the tiny random model on the letter task
