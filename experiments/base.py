@@ -64,6 +64,7 @@ def apply_ablation(c, name: str):
 def get_config(arg=None):
     from harnessrl_jax.evolver import AttributorConfig, ProposerConfig
     from harnessrl_jax.methods.amaris import AMARISConfig
+    from harnessrl_jax.methods.coca import CoCAConfig
     from harnessrl_jax.methods.evorubric import EvoRubricConfig
     from harnessrl_jax.methods.ruscarl import RuscaRLConfig
     from harnessrl_jax.methods.sec import SECConfig
@@ -73,7 +74,7 @@ def get_config(arg=None):
     c = ml_collections.ConfigDict()
     c.seed = 0
     # harnessrl_jax.methods: grpo (every interface frozen) | harnessrl; each method is a description of parts.
-    c.method = "grpo"  # or ruscarl | skillrl | evorubric | amaris | amaris_pp | sec (methods.md 3)
+    c.method = "grpo"  # or ruscarl | skillrl | evorubric | amaris | amaris_pp | sec (methods.md 3) | coca (1)
     c.total_steps = 500  # HarnessRL: 500 GRPO steps
 
     # Policy: a preset name or path for load_pretrained, or "tiny" (random, character vocabulary).
@@ -158,6 +159,12 @@ def get_config(arg=None):
     c.skillrl = dataclasses.asdict(SkillRLConfig())
     c.evorubric = dataclasses.asdict(EvoRubricConfig())
     c.amaris = dataclasses.asdict(AMARISConfig())
+    # CoCA (methods.md 1.11): groups (G_N, G_G) split config.num_generations (the paper's 12 rollouts: (6, 6));
+    # learnable_rule / regress_margin / learnable_margin the five states (AMB-1.2); frontier_margin delta_F (reward
+    # points, strict >); topk k and distill_coef lambda_D of the distillation term; distill_on 'current_frontier'
+    # (AMB-1.5) | 'guided_frontier' | 'all_normal'; teacher_demo (the Guided Frontier in the teacher's context);
+    # guided_gate 'dynamic' | 'always' (D.4); pooled_baseline (AMB-1.8); calibrate False: "- calibration".
+    c.coca = dataclasses.asdict(CoCAConfig())
     # The memory: record store (time index) and semantic index over criterion texts. `min_cosine` is the donor
     # threshold and the near-duplicate threshold of the rule proposer; it is calibrated per embedder
     # (`calibrated_for` names the one it was set for: the paper's 0.82 is bge-base-en-v1.5's; 0.82 for the bundled

@@ -38,4 +38,7 @@ def get_config(arg=None):
     # A <criterion> and a <critique> take ~60 SmolLM2 tokens, a <reference> of two examples up to ~150 (cut to fit).
     c.harness.max_guidance_tokens = 192
     c.sec.arms = "domain"  # no cold start in the demo: SEC's arms are the five domains (problem types)
+    # CoCA's rollout budget split evenly between its query-only and rubric-guided groups (for every method, so a
+    # comparison's arm can switch to coca without changing the budget)
+    c.coca.groups = (c.num_generations // 2, c.num_generations - c.num_generations // 2)
     return base.apply_ablation(c, opts.ablation)

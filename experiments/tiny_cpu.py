@@ -48,4 +48,7 @@ def get_config(arg=None):
         c.tasks_per_step = 2
     elif opts.tasks != "letters":
         raise ValueError(f"tiny_cpu.py: tasks={opts.tasks!r}; known: letters, harness")
+    # CoCA's rollout budget split evenly between its query-only and rubric-guided groups (for every method, so a
+    # comparison's arm can switch to coca without changing the budget)
+    c.coca.groups = (c.num_generations // 2, c.num_generations - c.num_generations // 2)
     return base.apply_ablation(c, opts.ablation)

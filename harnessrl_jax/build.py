@@ -215,6 +215,7 @@ def loss_config(config) -> dict[str, Any]:
     loss = dict(config.loss)
     cap = methods.describe(config).tis_cap
     loss["tis_cap"] = (loss.get("tis_cap") if cap is None else cap) or None  # 0 in a config means off
+    loss["distill_coef"] = methods.describe(config).distill_coef  # CoCA's lambda_D (0: no distillation term)
     return {**loss, "temperature": config.temperature}
 
 

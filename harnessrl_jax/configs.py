@@ -118,20 +118,21 @@ def evolver_config(config, interfaces_: tuple[Interface, ...]):
 
 
 def method_config(config, name: str):
-    """The settings dataclass of a method's part from config.<name> (ruscarl, sec, skillrl, evorubric, amaris);
+    """The settings dataclass of a method's part from config.<name> (ruscarl, sec, skillrl, evorubric, amaris, coca);
     a config without the sub-dict gets the dataclass's defaults."""
     from harnessrl_jax.methods.amaris import AMARISConfig
+    from harnessrl_jax.methods.coca import CoCAConfig
     from harnessrl_jax.methods.evorubric import EvoRubricConfig
     from harnessrl_jax.methods.ruscarl import RuscaRLConfig
     from harnessrl_jax.methods.sec import SECConfig
     from harnessrl_jax.methods.skillrl import SkillRLConfig
 
     cls = {"ruscarl": RuscaRLConfig, "sec": SECConfig, "skillrl": SkillRLConfig, "evorubric": EvoRubricConfig,
-           "amaris": AMARISConfig}[name]
+           "amaris": AMARISConfig, "coca": CoCAConfig}[name]
     return _build(cls, config.get(name) or {}, name)
 
 
-METHOD_CONFIGS = ("ruscarl", "sec", "skillrl", "evorubric", "amaris")
+METHOD_CONFIGS = ("ruscarl", "sec", "skillrl", "evorubric", "amaris", "coca")
 
 
 def embedder(config) -> str | None:
@@ -174,6 +175,7 @@ def check(config) -> list[str]:
     _check(p, 0 < config.top_p <= 1, f"--config.top_p={config.top_p}: must be in (0, 1]")
     _one_of(p, config.advantage, sorted(grpo.ADVANTAGE_FNS), "advantage")
     _one_of(p, config.loss.agg, ("token-mean", "sequence-mean-token-mean"), "loss.agg")
+    _one_of(p, config.loss.get("name", "grpo"), sorted(grpo.LOSS_FNS), "loss.name")
     _check(p, int(config.checkpoint.every) >= 1, f"--config.checkpoint.every={config.checkpoint.every}: must be >= 1")
 
     h = config.harness
@@ -211,6 +213,18 @@ def check(config) -> list[str]:
                        f"--config.sec.arms={method_config(config, 'sec').arms!r} needs the seed policy's rewards: set "
                        f"--config.harness.cold_start (launch/cold_start.py writes it and its seed groups) or "
                        f"--config.sec.seed_groups, or use --config.sec.arms=domain or task")
+
+    try:
+        groups = method_config(config, "coca").groups
+    except ConfigError:  # reported by the builders above
+        groups = None
+    if config.method == "coca" and groups is not None:
+        _check(p, sum(groups) == int(config.num_generations),
+               f"--config.coca.groups={groups} splits the rollout budget --config.num_generations="
+               f"{config.num_generations} per query into (G_N, G_G): their sum must equal it")
+        _check(p, int(config.get("mini_batches", 1)) == 1,
+               f"--config.mini_batches={config.get('mini_batches')}: CoCA's teacher targets are taken for one update "
+               f"per batch (theta_old = the current params); use 1")
 
     m = config.memory
     _check(p, -1.0 <= float(m.min_cosine) <= 1.0, f"--config.memory.min_cosine={m.min_cosine}: must be in [-1, 1]")

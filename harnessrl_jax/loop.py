@@ -177,6 +177,11 @@ def train_on_rollouts(run: build.Run, state: TrainState, rollouts: Rollouts, adv
     J = rollouts.num_samples // len(weights)
     batch = build_batch(rollouts, advantages.reshape(-1), np.repeat(np.asarray(weights, np.float32), J),
                         seq_len=run.seq_len, pad_id=run.engine.pad_id, num_rows=run.rows)
+    return train_on_batch(run, state, batch)
+
+
+def train_on_batch(run: build.Run, state: TrainState, batch) -> tuple[TrainState, dict[str, float]]:
+    """Run the sharded step on a packed batch (rl.batch.TrainBatch; see train_on_rollouts for mini-batches)."""
     n = run.config.get("mini_batches", 1)
     if n == 1:
         state, metrics = run.trainer.step(state, run.trainer.put_batch(batch), run.ref_params)
@@ -307,7 +312,7 @@ class Stepper:
         self.evolver, cold = build_evolver(config, self.method, self.memory, self.client)
         self.parts = method_parts.build(self.method, config, self.tasks, memory=self.memory,
                                         client=self.client if h.proposer == "llm" else None,
-                                        critic=self.evolver.critic)
+                                        critic=self.evolver.critic, workdir=self.workdir)
         if extra:
             self.harness = HarnessState.from_dict(extra["harness"])
             if self.harness.task_ids != tuple(t.id for t in self.tasks):
@@ -366,12 +371,20 @@ class Stepper:
         tasks = [self.tasks[i] for i in idx]
         prompts = self.parts.prompts(H, idx, tasks, step=step, seed=seed,
                                      budget=PromptBudget(run.tokenizer, run.prompt_limit))
-        groups = sample_groups(run, tasks, [task_fields(H.guidance, i) for i in idx], seed=seed, prompts=prompts)
+        scheme = self.parts.scheme  # CoCA: a query-only and a rubric-guided group per task (methods.coca_step)
+        if scheme is None:
+            groups = sample_groups(run, tasks, [task_fields(H.guidance, i) for i in idx], seed=seed, prompts=prompts)
+        else:  # the Normal groups go on through the step; the scheme keeps the Guided ones
+            groups = scheme.sample(run, tasks, [H.criteria(t.id) for t in tasks], seed)
         timings["time/rollout"] = time.perf_counter() - start
 
         # --- judge, and the oracle (analysis only)
         start = time.perf_counter()
-        S, rewards, metrics = score_responses(run.judge, tasks, groups.responses, [H.criteria(t.id) for t in tasks])
+        if scheme is None:
+            S, rewards, metrics = score_responses(run.judge, tasks, groups.responses,
+                                                  [H.criteria(t.id) for t in tasks])
+        else:  # both groups in one call, under the original rubric
+            S, rewards, metrics = scheme.judge(run, score_responses)
         metrics.update(oracle_metrics(tasks, groups.responses, rewards, S, [H.points(t.id) for t in tasks]))
         timings["time/judge"] = time.perf_counter() - start
 
@@ -400,22 +413,32 @@ class Stepper:
 
         # --- advantages under the rubric before or after this step's update
         train_rewards = rewards
-        if method.advantages_rubric == "after":
+        if scheme is not None:  # calibration, the gate, advantages and the train step (with distillation)
+            start = time.perf_counter()
+            state, train_metrics, adv_metrics, stage_times, train_rewards = scheme.train(
+                run, state, step, u, score_responses, train_on_batch)
+            self.sampler.observe(idx, train_rewards)
+            build.push_weights(run, state.params)
+            timings.update(stage_times)
+            timings["time/train"] = time.perf_counter() - start
+            rollouts = groups.rollouts
+        elif method.advantages_rubric == "after":
             start = time.perf_counter()
             _, train_rewards, _ = score_responses(run.judge, tasks, groups.responses,
                                                   [H_next.criteria(t.id) for t in tasks])
             timings["time/judge"] += time.perf_counter() - start
-        advantages, adv_metrics = compute_advantages(train_rewards, cfg.advantage)
-        self.sampler.observe(idx, train_rewards)  # a learning sampler's update (SEC's values)
+        if scheme is None:
+            advantages, adv_metrics = compute_advantages(train_rewards, cfg.advantage)
+            self.sampler.observe(idx, train_rewards)  # a learning sampler's update (SEC's values)
 
-        # --- train on the guided or the bare context
-        start = time.perf_counter()
-        rollouts = groups.rollouts
-        if method.loss_context == "bare":
-            rollouts = bare_context(run, tasks, rollouts)
-        state, train_metrics = train_on_rollouts(run, state, rollouts, advantages, u)
-        build.push_weights(run, state.params)
-        timings["time/train"] = time.perf_counter() - start
+            # --- train on the guided or the bare context
+            start = time.perf_counter()
+            rollouts = groups.rollouts
+            if method.loss_context == "bare":
+                rollouts = bare_context(run, tasks, rollouts)
+            state, train_metrics = train_on_rollouts(run, state, rollouts, advantages, u)
+            build.push_weights(run, state.params)
+            timings["time/train"] = time.perf_counter() - start
 
         self.harness = H_next
         metrics.update(self._harness_metrics(result, H, H_next, idx, groups, timer))
@@ -501,4 +524,5 @@ class Stepper:
 
 
 __all__ = ["Groups", "Stepper", "bare_context", "build_evolver", "critic_hooks", "compute_advantages",
-           "oracle_metrics", "render_prompts", "sample_groups", "score_responses", "step_seed", "train_on_rollouts"]
+           "oracle_metrics", "render_prompts", "sample_groups", "score_responses", "step_seed", "train_on_batch",
+           "train_on_rollouts"]

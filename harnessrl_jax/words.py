@@ -44,3 +44,15 @@ class Verdict(enum.StrEnum):
 
 
 VERDICTS = tuple(Verdict)
+
+
+class CriterionState(enum.StrEnum):
+    """CoCA's state of a criterion on one visit, from its achievement rates in the query-only (pN) and the
+    rubric-guided (pG) group (methods.coca.diagnose)."""
+
+    UNJUDGED = "unjudged"  # no valid verdict in one of the groups
+    TOO_HARD = "too_hard"  # pN = pG = 0: calibrated easier
+    LEARNABLE = "learnable"  # pN = 0 < pG: guidance reveals it; the frontier gate
+    REGRESSIVE = "regressive"  # pG < pN: guidance makes it worse
+    SATURATED = "saturated"  # pN = 1: calibrated harder
+    DISCRIMINATIVE = "discriminative"  # otherwise: the query-only group is split

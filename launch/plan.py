@@ -7,9 +7,10 @@ Builds the config's mesh over --devices fake CPU devices, the model's shapes (a 
 a local HF directory or the header of a .gguf file) and the sharded train step of rl/step.py with abstract
 inputs, compiles it, and prints per device: parameters, optimiser state, the batch, XLA's temporaries (from the
 compiled program's memory analysis), their total against --device_memory_gb, and the step's FLOPs with the time
-they take at --peak_tflops x --mfu. The rollout engine's memory (KV cache) is not included: at scale rollouts run in
-SGLang on their own budget. XLA's CPU compiler lays out buffers like the GPU one but not identically; read the
-temporaries as an estimate.
+they take at --peak_tflops x --mfu. For CoCA the step carries the teacher's top-k targets and the FLOPs include the
+teacher's forward (Trainer.teacher_topk; its own temporaries are not counted). The rollout engine's memory (KV
+cache) is not included: at scale rollouts run in SGLang on their own budget. XLA's CPU compiler lays out buffers
+like the GPU one but not identically; read the temporaries as an estimate.
 """
 
 from __future__ import annotations
@@ -86,6 +87,18 @@ def plan(config) -> dict:
                        spec(jnp.int32, update_rows, seq), spec(jnp.bool_, update_rows, seq),
                        spec(jnp.float32, update_rows, seq), spec(jnp.float32, update_rows),
                        spec(jnp.float32, update_rows), spec(jnp.float32, update_rows, seq) if mini > 1 else None)
+    from harnessrl_jax import configs, methods
+
+    teacher_fwd = 0.0
+    if methods.describe(config).scheme == "coca":  # the step carries the teacher's top-k; its forward comes first
+        coca = configs.method_config(config, "coca")
+        batch = batch._replace(distill_ids=spec(jnp.int32, update_rows, seq, coca.topk),
+                               distill_logp=spec(jnp.float32, update_rows, seq, coca.topk),
+                               distill_mask=spec(jnp.bool_, update_rows, seq))
+        per = coca.groups[0] if coca.distill_on == "all_normal" else 1
+        teacher_rows = round_up(config.tasks_per_step * per, trainer.data_parallel * config.micro_batches)
+        teacher_seq = round_up(seq - config.max_new_tokens + 2 * config.max_new_tokens, 8)
+        teacher_fwd = forward_flops(model_config, teacher_rows, teacher_seq)
     state = trainer.abstract_state()
     ref = trainer.abstract_params() if config.loss.kl_coef else None
     compiled = trainer._step.lower(state, batch, ref).compile()
@@ -108,7 +121,7 @@ def plan(config) -> dict:
     fwd = forward_flops(model_config, rows, seq)
     # one forward + backward (2x) per update row; the reference forward (KL); the old-policy forward (mini-batches)
     flops = 3 * fwd * (1 + (1 / 3 if model_config.remat else 0)) + (fwd if ref is not None else 0) + \
-        (fwd if mini > 1 else 0)
+        (fwd if mini > 1 else 0) + teacher_fwd
     n = len(devices)
     return {"devices": n, "mesh": dict(mesh.shape), "model": config.model_name,
             "params": sum(x.size for x in jax.tree.leaves(state.params)), "rows": rows, "seq": seq,

@@ -19,6 +19,8 @@ evolver (`rule_updates`). The stateful parts behind those names are built by `pa
     evorubric   prune, regenerate and verify criteria (3.4)
     amaris      memory-augmented rubric revision (3.5); amaris_pp: on all three interfaces (3.6)
     sec         SEC's curriculum bandit over task arms (3.7)
+    coca        CoCA: query-only and rubric-guided groups, per-visit calibration, frontier-guided self-distillation
+                (methods.md 1; its scheme replaces the group and train stages: methods.coca_step)
 
 Add a method by registering a function from the config to its description here (docs/design.md, "Adding a
 method").
@@ -29,6 +31,7 @@ from __future__ import annotations
 from typing import Callable
 
 from harnessrl_jax.methods.amaris import amaris, amaris_pp
+from harnessrl_jax.methods.coca import coca
 from harnessrl_jax.methods.base import ADVANTAGE_RUBRICS, LOSS_CONTEXTS, Method
 from harnessrl_jax.methods.evorubric import evorubric
 from harnessrl_jax.methods.grpo import grpo
@@ -40,7 +43,7 @@ from harnessrl_jax.methods.skillrl import skillrl
 
 METHODS: dict[str, Callable[..., Method]] = {
     "grpo": grpo, "harnessrl": harnessrl, "ruscarl": ruscarl, "skillrl": skillrl, "evorubric": evorubric,
-    "amaris": amaris, "amaris_pp": amaris_pp, "sec": sec}
+    "amaris": amaris, "amaris_pp": amaris_pp, "sec": sec, "coca": coca}
 
 
 def describe(config) -> Method:

@@ -14,6 +14,9 @@ ADVANTAGE_RUBRICS = ("before", "after")
 GUIDANCE_RULES = ("harness", "ruscarl", "skillrl")
 # A published rule that updates the harness after the evolver (methods.updates): none, or its name.
 RULE_UPDATES = ("", "evorubric", "amaris", "amaris_pp")
+# A scheme that replaces the group and train stages of the step: none (one group per task, trained as sampled or
+# bare), or CoCA's (a query-only and a rubric-guided group per task, calibration, the frontier gate, distillation).
+SCHEMES = ("", "coca")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -34,6 +37,8 @@ class Method:
     rule_interfaces: tuple[Interface, ...] = ()  # the interfaces the rule may update
     anchors: bool = True  # False: no anchor criteria, every seed criterion may change (EvoRubric alone, AMB-3.7)
     tis_cap: float | None = None  # truncated importance sampling cap of the loss; None: config.loss.tis_cap
+    scheme: str = ""  # SCHEMES: who samples the groups and builds the train rows (methods.coca_step)
+    distill_coef: float = 0.0  # lambda_D of the train step's distillation term (CoCA's scheme)
 
     def __post_init__(self):
         object.__setattr__(self, "interfaces", tuple(Interface(i) for i in self.interfaces))
@@ -56,6 +61,10 @@ class Method:
             raise ValueError(f"method {self.name}: guidance rule {self.guidance!r}, known {GUIDANCE_RULES}")
         if self.rule_updates not in RULE_UPDATES:
             raise ValueError(f"method {self.name}: rule updates {self.rule_updates!r}, known {RULE_UPDATES}")
+        if self.scheme not in SCHEMES:
+            raise ValueError(f"method {self.name}: scheme {self.scheme!r}, known {SCHEMES}")
+        if self.scheme and (self.guidance != "harness" or Interface.GUIDANCE in self.interfaces):
+            raise ValueError(f"method {self.name}: the {self.scheme} scheme writes the prompts itself")
         both = set(self.interfaces) & set(self.rule_interfaces)
         if both:
             raise ValueError(f"method {self.name}: interfaces {sorted(both)} are updated by both the evolver and "
@@ -72,10 +81,13 @@ class Method:
     @property
     def mounts_guidance(self) -> bool:
         """Whether rollout prompts may carry more than the bare prompt (so the prompt budget keeps room)."""
-        return Interface.GUIDANCE in self.interfaces + self.rule_interfaces or self.guidance != "harness"
+        return (Interface.GUIDANCE in self.interfaces + self.rule_interfaces or self.guidance != "harness"
+                or bool(self.scheme))
 
     @property
     def uses_evolver_model(self) -> bool:
         """Whether a part writes with the evolver model when config.harness.proposer is 'llm' (HarnessRL's
-        proposer, SkillRL's distiller, EvoRubric's generator and verifier, AMARIS's analyst and reviser)."""
-        return bool(self.interfaces) or bool(self.rule_updates) or self.guidance == "skillrl"
+        proposer, SkillRL's distiller, EvoRubric's generator and verifier, AMARIS's analyst and reviser, CoCA's
+        rewriter)."""
+        return (bool(self.interfaces) or bool(self.rule_updates) or self.guidance == "skillrl"
+                or self.scheme == "coca")  # CoCA's rewriter of LLM criteria

@@ -6,6 +6,8 @@ once per run by `loop.Stepper` and called at fixed points of the one step:
     result, dynamics = parts.after_judge(step, draws, H, result, memory=..., hooks=...)   # after the evolver
     parts.metrics(); parts.state_dict() / load_state_dict(...)              # checkpoint extra["method"]
 
+A scheme (CoCA's, methods.coca_step) replaces the step's group and train stages: `parts.scheme` is None otherwise.
+
 Each part's settings come from its config sub-dict through configs.py's builders (config.ruscarl, config.skillrl,
 config.evorubric, config.amaris), so config.json records them. `client` is the evolver model's client when
 config.harness.proposer is 'llm' (AMB-3.1: every method's LLM component uses the evolver model), else None and the
@@ -22,8 +24,9 @@ from harnessrl_jax.methods.updates import RuleInput, apply_rule
 
 
 class Parts:
-    def __init__(self, method: Method, guidance, rule=None, *, critic=None):
+    def __init__(self, method: Method, guidance, rule=None, *, critic=None, scheme=None):
         self.method, self.guidance, self.rule, self.critic = method, guidance, rule, critic
+        self.scheme = scheme  # CoCA's dual-group scheme (methods.coca_step), or None
         self._metrics: dict[str, float] = {}
 
     def prompts(self, harness, idx, tasks, *, step: int, seed: int, budget):
@@ -48,7 +51,7 @@ class Parts:
         return result, proposal.dynamics
 
     def metrics(self) -> dict[str, float]:
-        return {**self.guidance.metrics(), **self._metrics}
+        return {**self.guidance.metrics(), **self._metrics, **(self.scheme.metrics() if self.scheme else {})}
 
     def state_dict(self) -> dict[str, Any]:
         out = {}
@@ -56,6 +59,8 @@ class Parts:
             out["guidance"] = self.guidance.state_dict()
         if self.rule is not None:
             out["rule"] = self.rule.state_dict()
+        if self.scheme is not None:
+            out["scheme"] = self.scheme.state_dict()
         return out
 
     def load_state_dict(self, state) -> None:
@@ -64,10 +69,13 @@ class Parts:
             self.guidance.load_state_dict(state.get("guidance"))
         if self.rule is not None:
             self.rule.load_state_dict(state.get("rule"))
+        if self.scheme is not None:
+            self.scheme.load_state_dict(state.get("scheme"))
 
 
-def build(method: Method, config, tasks: Sequence, *, memory=None, client=None, critic=None) -> Parts:
-    """The parts of `method` for a run over `tasks` (see the module docstring)."""
+def build(method: Method, config, tasks: Sequence, *, memory=None, client=None, critic=None,
+          workdir: str | None = None) -> Parts:
+    """The parts of `method` for a run over `tasks` (see the module docstring); a scheme logs under `workdir`."""
     from harnessrl_jax import configs
 
     if method.guidance == "ruscarl":
@@ -93,4 +101,9 @@ def build(method: Method, config, tasks: Sequence, *, memory=None, client=None, 
         rule = AMARISRule(configs.method_config(config, "amaris"), plus=method.rule_updates == "amaris_pp",
                           client=client, total_steps=config.total_steps)
         rule.start(memory)
-    return Parts(method, guidance, rule, critic=critic)
+    scheme = None
+    if method.scheme == "coca":
+        from harnessrl_jax.methods.coca_step import CoCAScheme
+
+        scheme = CoCAScheme(configs.method_config(config, "coca"), client=client, workdir=workdir)
+    return Parts(method, guidance, rule, critic=critic, scheme=scheme)

@@ -29,6 +29,11 @@ class TrainBatch(NamedTuple):
     # [B, T] float32: the policy's logprobs before this batch's first update (Trainer.logprobs). None: the batch
     # gets one update, so the current forward is the old policy (see rl/step.py).
     old_logprobs: np.ndarray | None = None
+    # CoCA's self-distillation targets (rl/distill.py), None without the term: the teacher's top-k token ids and
+    # log-probabilities [B, T, k] at each student position, and where the term applies [B, T] (Trainer.teacher_topk).
+    distill_ids: np.ndarray | None = None
+    distill_logp: np.ndarray | None = None
+    distill_mask: np.ndarray | None = None
 
     @property
     def num_rows(self) -> int:
@@ -87,3 +92,18 @@ def build_batch(rollouts: Rollouts, advantages, weights=None, *, seq_len: int, p
         advantages=np.concatenate([advantages, np.zeros(pad, np.float32)]),
         weights=np.concatenate([weights, np.zeros(pad, np.float32)]),
     )
+
+
+def concat_rollouts(a: Rollouts, b: Rollouts) -> Rollouts:
+    """Rows of `a` then of `b` (CoCA's two groups, of different n and prompts): prompt lists concatenated, b's
+    prompt_index offset, tokens and logprobs padded to one width (nothing past a row's length is ever read)."""
+    width = max(a.tokens.shape[1], b.tokens.shape[1])
+
+    def pad(x):
+        return np.pad(x, ((0, 0), (0, width - x.shape[1])))
+
+    return Rollouts(list(a.prompt_ids) + list(b.prompt_ids),
+                    np.concatenate([a.prompt_index, np.asarray(b.prompt_index) + len(a.prompt_ids)]),
+                    np.concatenate([pad(a.tokens), pad(b.tokens)]), np.concatenate([pad(a.logprobs), pad(b.logprobs)]),
+                    np.concatenate([a.lengths, b.lengths]), list(a.finish_reason) + list(b.finish_reason),
+                    list(a.texts) + list(b.texts))

@@ -233,6 +233,44 @@ def register_loss(name):
 register_loss("grpo")(policy_loss)
 
 
+@register_loss("gspo")
+def gspo_loss(logp, old_logp, ref_logp, advantages, mask, weights, *, clip_low, clip_high, kl_coef, agg,
+              log_ratio_clip=20.0, tis_cap=None, engine_logp=None):
+    """GSPO (Zheng et al. 2025): policy_loss with the sequence-level ratio s_b = exp(mean_t(logp - old_logp)) of
+    each sequence in place of the token ratios, in its token form s_bt = sg(s_b) pi(y_t) / sg(pi(y_t)) (value s_b,
+    gradient s_b grad log pi(y_t)), clipped per sequence; with agg 'sequence-mean-token-mean' this is GSPO's
+    objective exactly. The k3 term to the reference stays per token. CoCA's D.5 variant (methods.md 1.9)."""
+    f32 = jnp.float32
+    adv_ok = jnp.isfinite(jnp.asarray(advantages, f32))
+    m = jnp.asarray(mask, bool) & adv_ok[:, None]
+    lp = jnp.where(m, logp.astype(f32), 0.0)
+    olp = jnp.where(m, old_logp.astype(f32), 0.0)
+    seq = jnp.sum(lp - olp, axis=-1, keepdims=True) / jnp.maximum(m.sum(axis=-1, keepdims=True), 1)
+    shifted = olp + jax.lax.stop_gradient(seq) + lp - jax.lax.stop_gradient(lp)
+    loss_sum, denominator, metrics = policy_loss(
+        shifted, olp, None, advantages, mask, weights, clip_low=clip_low, clip_high=clip_high, kl_coef=0.0, agg=agg,
+        log_ratio_clip=log_ratio_clip, tis_cap=tis_cap, engine_logp=engine_logp)
+    if ref_logp is not None and kl_coef:
+        kl_only = jnp.where(adv_ok, 0.0, jnp.nan)  # same rows, no policy-gradient term
+        kl_sum, _, kl_metrics = policy_loss(logp, jax.lax.stop_gradient(logp), ref_logp, kl_only, mask, weights,
+                                            clip_low=clip_low, clip_high=clip_high, kl_coef=kl_coef, agg=agg,
+                                            log_ratio_clip=log_ratio_clip)
+        loss_sum, metrics["kl_sum"] = loss_sum + kl_sum, kl_metrics["kl_sum"]
+    return loss_sum, denominator, metrics
+
+
+@register_loss("dapo")
+def dapo_loss(logp, old_logp, ref_logp, advantages, mask, weights, *, clip_low, clip_high, kl_coef, agg,
+              log_ratio_clip=20.0, tis_cap=None, engine_logp=None):
+    """DAPO's loss (Yu et al. 2025): the clipped surrogate with decoupled clip range (clip-higher: set
+    loss.clip_high, 0.28 in the paper), token-level aggregation and no KL term, whatever `agg` and `kl_coef` say.
+    Its dynamic sampling and overlong shaping are not part of the loss (methods.md 1.9: out of scope)."""
+    del agg, kl_coef
+    return policy_loss(logp, old_logp, ref_logp, advantages, mask, weights, clip_low=clip_low, clip_high=clip_high,
+                       kl_coef=0.0, agg="token-mean", log_ratio_clip=log_ratio_clip, tis_cap=tis_cap,
+                       engine_logp=engine_logp)
+
+
 def get_loss_fn(name):
     """The registered loss called `name`."""
     if name not in LOSS_FNS:

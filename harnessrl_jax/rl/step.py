@@ -14,6 +14,12 @@ computes them once before the first update with `Trainer.logprobs` and passes th
 ratio and the clip then act as in PPO. Either way the gap between these trainer-recomputed logprobs and the
 engine's is logged as `engine_gap` every step.
 
+CoCA's distillation term (rl/distill.py): when the batch carries distill targets (the teacher's top-k ids and
+log-probabilities at each student position, from `Trainer.teacher_topk` before the update, and a mask), each
+micro-batch adds lambda_D * KL_sum * D_pg / D_kl to its loss sum, so that after the division by the GRPO
+denominator D_pg the objective is L_GRPO + lambda_D * sum KL_t / D_kl, both totals read from the whole batch's
+masks. It reuses the micro-batch's student forward; a batch without targets traces exactly the step above.
+
 Params and optimiser state are donated, so the update happens in place; the caller must not touch the old state
 after a step (an engine holding the old params gets the new ones via `update_weights`).
 """
@@ -21,6 +27,7 @@ after a step (an engine holding the old params gets the new ones via `update_wei
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -31,7 +38,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from harnessrl_jax.models import ModelConfig, Params, forward, param_shapes
 from harnessrl_jax.models.sharding import BATCH_SPEC, partition_specs
-from harnessrl_jax.rl import grpo
+from harnessrl_jax.rl import distill, grpo
 from harnessrl_jax.rl.batch import TrainBatch
 
 
@@ -56,6 +63,8 @@ class LossSettings:
     tis_cap: float | None = None
     log_ratio_clip: float = 20.0
     temperature: float = 1.0  # logprobs are of softmax(logits / T), the distribution the engine sampled from
+    # lambda_D of CoCA's self-distillation term, applied when a batch carries distill targets (rl/distill.py)
+    distill_coef: float = 1.0
 
     @classmethod
     def from_config(cls, config) -> "LossSettings":
@@ -142,7 +151,7 @@ class Trainer:
         if rows % (self.micro_batches * self.data_parallel):
             raise ValueError(f"batch rows ({rows}) must be a multiple of micro_batches ({self.micro_batches}) x "
                              f"data-parallel devices ({self.data_parallel})")
-        return TrainBatch(*(None if x is None else
+        return TrainBatch(*(x if x is None or isinstance(x, jax.Array) else  # already placed (teacher_topk)
                             jax.make_array_from_callback(x.shape, self.batch_sharding, lambda idx, x=x: x[idx])
                             for x in batch))
 
@@ -187,7 +196,7 @@ class Trainer:
             self._logprobs = jax.jit(fn, out_shardings=self.batch_sharding)
         return self._logprobs(params, batch._replace(old_logprobs=None))
 
-    def _microbatch_loss(self, params, ref_params, mb: TrainBatch):
+    def _microbatch_loss(self, params, ref_params, mb: TrainBatch, totals=None):
         """(loss_sum, (denominator, metric sums)) of one micro-batch; differentiated w.r.t. params."""
         s = self.loss
         logits = forward(self.model_config, params, mb.tokens, mb.attention_mask, constrain=self._constrain)
@@ -203,7 +212,64 @@ class Trainer:
             log_ratio_clip=s.log_ratio_clip, tis_cap=s.tis_cap, engine_logp=mb.engine_logprobs)
         counted = mb.loss_mask & jnp.isfinite(mb.advantages)[:, None]
         metrics["entropy_sum"] = grpo.token_entropy(jax.lax.stop_gradient(logits) / s.temperature, counted).sum()
+        if mb.distill_mask is not None:
+            loss_sum = loss_sum + self._distill_term(logits, mb, metrics, totals)
         return loss_sum, (denominator, metrics)
+
+    def _distill_term(self, logits, mb: TrainBatch, metrics, totals):
+        """lambda_D * KL_sum(micro-batch) * D_pg / D_kl, so that after the step's division by the GRPO denominator
+        D_pg the objective is L_GRPO + lambda_D * (sum KL_t) / D_kl, each term with its own normaliser (methods.md
+        1.9); both `totals` are over the whole batch (_batch_totals), so micro-batches stay exact."""
+        kl_sum, kl_tokens = distill.topk_kl_from_teacher(mb.distill_ids, mb.distill_logp, logits, mb.distill_mask,
+                                                         temperature=self.loss.temperature)
+        pg_den, kl_den = totals
+        metrics["distill_kl_total"], metrics["distill_tokens"] = jax.lax.stop_gradient(kl_sum), kl_tokens
+        return self.loss.distill_coef * kl_sum * jnp.maximum(pg_den, 1.0) / jnp.maximum(kl_den, 1.0)
+
+    def _batch_totals(self, batch: TrainBatch):
+        """(GRPO denominator, distilled tokens) of the whole batch: the loss's denominator depends only on the
+        masks and advantages, so it is read from the loss on zero logprobs, before any forward."""
+        zeros = jnp.zeros(batch.loss_mask.shape, jnp.float32)
+        s = self.loss
+        _, pg_den, _ = self.loss_fn(zeros, zeros, None, batch.advantages, batch.loss_mask, batch.weights,
+                                    clip_low=s.clip_low, clip_high=s.clip_high, kl_coef=0.0, agg=s.agg)
+        return pg_den, jnp.sum(batch.distill_mask).astype(jnp.float32)
+
+    def teacher_topk(self, params: Params, tokens, attention_mask, positions, rows, *, k: int, num_rows: int):
+        """CoCA's teacher, before the update: the top-k (ids [B, T, k] int32, log-probabilities float32) of
+        softmax(logits / T) of `params` (no gradient) over teacher sequences [D, T_T], taken at teacher
+        `positions` [D, T] (the teacher position aligned with each student position) and placed at batch rows
+        `rows` [D] (-1: a padding teacher row) of a [num_rows, T, k] batch, sharded like the batch; nothing goes
+        to the host. One micro-batch of teacher rows at a time, as the step; compiled once per shape."""
+        if getattr(self, "_teacher", None) is None:
+            self._teacher = {}
+        if (k, num_rows) not in self._teacher:
+            def fn(params, tokens, attention_mask, positions, rows):
+                def one(x):
+                    t, a, pos = x
+                    logits = forward(self.model_config, params, t, a, constrain=self._constrain)
+                    ids, logp = distill.teacher_topk(logits, k=k, temperature=self.loss.temperature)
+                    return (jnp.take_along_axis(ids, pos[..., None], axis=1),
+                            jnp.take_along_axis(logp, pos[..., None], axis=1))
+
+                m = self.micro_batches
+                if m == 1 or tokens.shape[0] % (m * self.data_parallel):
+                    ids, logp = one((tokens, attention_mask, positions))
+                else:  # [M, D/M, ...] rows m, m+M, ... as _split takes them, then back in row order
+                    split = lambda x: x.reshape(x.shape[0] // m, m, *x.shape[1:]).swapaxes(0, 1)  # noqa: E731
+                    ids, logp = jax.lax.map(one, (split(tokens), split(attention_mask), split(positions)))
+                    ids, logp = (x.swapaxes(0, 1).reshape(tokens.shape[0], *x.shape[2:]) for x in (ids, logp))
+                shape = (num_rows, positions.shape[1], k)
+                rows = jnp.where(rows < 0, num_rows, rows)  # out of range: dropped
+                return (jnp.zeros(shape, jnp.int32).at[rows].set(ids, mode="drop"),
+                        jnp.zeros(shape, jnp.float32).at[rows].set(logp, mode="drop"))
+            self._teacher[(k, num_rows)] = jax.jit(fn, out_shardings=(self.batch_sharding, self.batch_sharding))
+
+        def put(x):
+            return jax.make_array_from_callback(x.shape, self.batch_sharding, lambda idx: x[idx])
+        return self._teacher[(k, num_rows)](params, put(np.asarray(tokens, np.int32)),
+                                            put(np.asarray(attention_mask, bool)),
+                                            put(np.asarray(positions, np.int32)), put(np.asarray(rows, np.int32)))
 
     def _split(self, batch: TrainBatch) -> TrainBatch:
         """[B, ...] -> [M, B/M, ...] taking rows m, m+M, ...: each device keeps its own rows (no resharding)."""
@@ -216,7 +282,10 @@ class Trainer:
         return jax.tree.map(split, batch)
 
     def _train_step(self, state: TrainState, batch: TrainBatch, ref_params):
-        grad_fn = jax.value_and_grad(self._microbatch_loss, has_aux=True)
+        loss_fn = self._microbatch_loss
+        if batch.distill_mask is not None:
+            loss_fn = functools.partial(loss_fn, totals=self._batch_totals(batch))
+        grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
         if self.micro_batches == 1:
             (loss_sum, (denominator, sums)), grads = grad_fn(state.params, ref_params, batch)
         else:
@@ -228,7 +297,7 @@ class Trainer:
 
             mbs = self._split(batch)
             first = jax.tree.map(lambda x: x[0], mbs)
-            _, (_, sums_shape) = jax.eval_shape(self._microbatch_loss, state.params, ref_params, first)
+            _, (_, sums_shape) = jax.eval_shape(loss_fn, state.params, ref_params, first)
             zeros = (jax.tree.map(jnp.zeros_like, state.params), jnp.zeros((), jnp.float32),
                      jnp.zeros((), jnp.float32), jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), sums_shape))
             (grads, loss_sum, denominator, sums), _ = jax.lax.scan(accumulate, zeros, mbs)
@@ -239,6 +308,9 @@ class Trainer:
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
 
+        if "distill_tokens" in sums:  # the distillation term's mean KL per distilled token
+            sums = dict(sums)
+            sums["distill_kl"] = sums.pop("distill_kl_total") / jnp.maximum(sums["distill_tokens"], 1.0)
         metrics = grpo.finalize_metrics(sums)
         metrics.update(
             loss=loss_sum * scale,

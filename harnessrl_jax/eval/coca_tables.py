@@ -1,0 +1,111 @@
+"""CoCA's tables from a run directory or a compare directory (methods.md 1.12-1.13): state shares early vs late in
+training (the paper's state shifts), the state transition matrix across visits, calibration's effect on
+discrimination (Table 16 / Fig. 7), the gate (App. E.1, Table 13) and time by stage (Fig. 6). Read from each run's
+metrics.jsonl (`coca/*`, `time/*`) and coca.jsonl; rows for `eval.tables.markdown`."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from harnessrl_jax.eval.tables import read_jsonl, runs_in
+from harnessrl_jax.methods.coca import STATES, transitions
+
+
+def coca_runs(directory: str) -> dict[str, list[str]]:
+    """{arm: run directories} of the runs under `directory` that wrote coca.jsonl: the directory itself (a single
+    run, arm 'coca'), or a compare directory's `<arm>-s<seed>` runs."""
+    if os.path.isfile(os.path.join(directory, "coca.jsonl")):
+        return {"coca": [directory]}
+    return {arm: [d for d in dirs if os.path.isfile(os.path.join(d, "coca.jsonl"))]
+            for arm, dirs in runs_in(directory).items()
+            if any(os.path.isfile(os.path.join(d, "coca.jsonl")) for d in dirs)}
+
+
+def _window_mean(metrics: Sequence[Mapping[str, Any]], key: str, part: slice) -> float:
+    vals = [m[key] for m in metrics[part] if m.get(key) is not None and np.isfinite(m[key])]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def state_rows(runs: Mapping[str, Sequence[str]], *, window: int = 25) -> list[dict[str, Any]]:
+    """Per arm, each state's share of criteria over the first and the last `window` steps (mean over runs), and
+    the change."""
+    rows = []
+    for arm, dirs in runs.items():
+        for s in STATES:
+            first, last = [], []
+            for d in dirs:
+                m = read_jsonl(os.path.join(d, "metrics.jsonl"))
+                first.append(_window_mean(m, f"coca/frac_{s}", slice(0, window)))
+                last.append(_window_mean(m, f"coca/frac_{s}", slice(-window, None)))
+            rows.append({"arm": arm, "state": s, "first": float(np.nanmean(first)), "last": float(np.nanmean(last)),
+                         "change": float(np.nanmean(last) - np.nanmean(first))})
+    return rows
+
+
+def transition_rows(runs: Mapping[str, Sequence[str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(P(to | from) rows, joint-count rows) per arm, pooled over its runs (AMB-1.10)."""
+    cond_rows, joint_rows = [], []
+    for arm, dirs in runs.items():
+        lines = []
+        for n, d in enumerate(dirs):  # task ids repeat across runs: keep each run's revisits apart
+            lines += [{**x, "task_id": f"{n}/{x['task_id']}"} for x in read_jsonl(os.path.join(d, "coca.jsonl"))]
+        joint, cond = transitions(lines)
+        for a in STATES:
+            cond_rows.append({"arm": arm, "from": a, **{b: cond.get(a, {}).get(b, float("nan")) for b in STATES}})
+            joint_rows.append({"arm": arm, "from": a, **{b: joint[(a, b)] for b in STATES}})
+    return cond_rows, joint_rows
+
+
+def calibration_rows(runs: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
+    """Per arm: rewrites per step by outcome, the share of rewritten criteria that became discriminative, the
+    discriminative share and within-group reward std before and after calibration, zero-variance groups
+    restored."""
+    keys = ["rewrites_strengthen", "rewrites_weaken", "rewrites_invalid", "rewrites_failed", "rewrites_skipped",
+            "rewrite_became_discriminative", "discriminative_frac_before", "discriminative_frac_after",
+            "group_reward_std_before", "group_reward_std_after", "zero_variance_before", "zero_variance_after",
+            "zero_variance_restored"]
+    rows = []
+    for arm, dirs in runs.items():
+        per_run = [{k: _window_mean(read_jsonl(os.path.join(d, "metrics.jsonl")), f"coca/{k}", slice(None))
+                    for k in keys} for d in dirs]
+        row = {"arm": arm, **{k: float(np.nanmean([r[k] for r in per_run])) for k in keys}}
+        before = row["group_reward_std_before"]
+        row["std_change_%"] = 100 * (row["group_reward_std_after"] - before) / before if before else float("nan")
+        rows.append(row)
+    return rows
+
+
+def gate_rows(runs: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
+    """Per arm: OPSD activation (qualified queries / queries), Guided GRPO queries per step, frontier gain,
+    mean KL per distilled token, rewards of both groups under the adapted rubric and the Normal one under the
+    original."""
+    keys = {"opsd_activation": "coca/opsd_activation", "guided_grpo_queries": "coca/guided_grpo_queries",
+            "frontier_gain": "coca/frontier_gain", "distill_kl": "train/distill_kl",
+            "reward_normal": "coca/reward_normal", "reward_guided": "coca/reward_guided",
+            "reward_normal_original": "coca/reward_normal_original"}
+    rows = []
+    for arm, dirs in runs.items():
+        ms = [read_jsonl(os.path.join(d, "metrics.jsonl")) for d in dirs]
+        rows.append({"arm": arm, **{k: float(np.nanmean([_window_mean(m, v, slice(None)) for m in ms]))
+                                    for k, v in keys.items()}})
+    return rows
+
+
+def time_rows(runs: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
+    """Per arm: mean seconds per step by stage, and the teacher's and the train step's share of the step."""
+    stages = ["rollout_normal", "rollout_guided", "judge", "calibration", "teacher", "train_step", "step"]
+    rows = []
+    for arm, dirs in runs.items():
+        ms = [read_jsonl(os.path.join(d, "metrics.jsonl"))[1:] or read_jsonl(os.path.join(d, "metrics.jsonl"))
+              for d in dirs]  # the first step compiles
+        row = {"arm": arm, **{s: float(np.nanmean([_window_mean(m, f"time/{s}", slice(None)) for m in ms]))
+                              for s in stages}}
+        row["teacher_share"] = row["teacher"] / row["step"] if row["step"] else float("nan")
+        rows.append(row)
+    return rows
+
+
+__all__ = ["calibration_rows", "coca_runs", "gate_rows", "state_rows", "time_rows", "transition_rows"]
