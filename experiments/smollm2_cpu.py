@@ -38,4 +38,5 @@ def get_config(arg=None):
     # A <criterion> and a <critique> take ~60 SmolLM2 tokens, a <reference> of two examples up to ~150 (cut to fit).
     c.harness.max_guidance_tokens = 192
     c.sec.arms = "domain"  # no cold start in the demo: SEC's arms are the five domains (problem types)
-    return base.apply_ablation(c, opts.ablation)
+    c.bandit.warmup = 6  # one round-robin pass over the six arms within the 20 steps
+    return base.apply_ablation(base.apply_method_defaults(c), opts.ablation)

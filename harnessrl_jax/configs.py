@@ -122,16 +122,18 @@ def method_config(config, name: str):
     a config without the sub-dict gets the dataclass's defaults."""
     from harnessrl_jax.methods.amaris import AMARISConfig
     from harnessrl_jax.methods.evorubric import EvoRubricConfig
+    from harnessrl_jax.methods.harnessbandit import BanditConfig
+    from harnessrl_jax.methods.mixture import MixtureConfig
     from harnessrl_jax.methods.ruscarl import RuscaRLConfig
     from harnessrl_jax.methods.sec import SECConfig
     from harnessrl_jax.methods.skillrl import SkillRLConfig
 
     cls = {"ruscarl": RuscaRLConfig, "sec": SECConfig, "skillrl": SkillRLConfig, "evorubric": EvoRubricConfig,
-           "amaris": AMARISConfig}[name]
+           "amaris": AMARISConfig, "bandit": BanditConfig, "mixture": MixtureConfig}[name]
     return _build(cls, config.get(name) or {}, name)
 
 
-METHOD_CONFIGS = ("ruscarl", "sec", "skillrl", "evorubric", "amaris")
+METHOD_CONFIGS = ("ruscarl", "sec", "skillrl", "evorubric", "amaris", "bandit", "mixture")
 
 
 def embedder(config) -> str | None:
@@ -211,6 +213,17 @@ def check(config) -> list[str]:
                        f"--config.sec.arms={method_config(config, 'sec').arms!r} needs the seed policy's rewards: set "
                        f"--config.harness.cold_start (launch/cold_start.py writes it and its seed groups) or "
                        f"--config.sec.seed_groups, or use --config.sec.arms=domain or task")
+
+    if config.method in ("harnessbandit", "mixture", "mixture2") and not p:
+        from harnessrl_jax.methods.arms import check_names
+        from harnessrl_jax.methods.mixture import mixture_arms
+
+        bandit = method_config(config, "bandit")
+        key = "bandit.arms" if config.method == "harnessbandit" else \
+            ("mixture.pair" if config.method == "mixture2" else "mixture.arms")
+        names = bandit.arms if config.method == "harnessbandit" else mixture_arms(config, config.method)
+        p += [f"--config.{key}: {e}" for e in check_names(names)]
+        p += [f"--config.bandit.heldout_arm: {e}" for e in check_names([bandit.heldout_arm])]
 
     m = config.memory
     _check(p, -1.0 <= float(m.min_cosine) <= 1.0, f"--config.memory.min_cosine={m.min_cosine}: must be in [-1, 1]")

@@ -19,6 +19,8 @@ evolver (`rule_updates`). The stateful parts behind those names are built by `pa
     evorubric   prune, regenerate and verify criteria (3.4)
     amaris      memory-augmented rubric revision (3.5); amaris_pp: on all three interfaces (3.6)
     sec         SEC's curriculum bandit over task arms (3.7)
+    harnessbandit   one prompt harness (arm) per step, scheduled by learnability x transferability (2)
+    mixture     every batch mixes all of HarnessBandit's arms; mixture2: two of them (2.12)
 
 Add a method by registering a function from the config to its description here (docs/design.md, "Adding a
 method").
@@ -32,7 +34,9 @@ from harnessrl_jax.methods.amaris import amaris, amaris_pp
 from harnessrl_jax.methods.base import ADVANTAGE_RUBRICS, LOSS_CONTEXTS, Method
 from harnessrl_jax.methods.evorubric import evorubric
 from harnessrl_jax.methods.grpo import grpo
+from harnessrl_jax.methods.harnessbandit import harnessbandit
 from harnessrl_jax.methods.harnessrl import harnessrl
+from harnessrl_jax.methods.mixture import mixture, mixture2
 from harnessrl_jax.methods.ruscarl import ruscarl
 from harnessrl_jax.methods.samplers import SAMPLERS, EpochSampler, HarnessSampler
 from harnessrl_jax.methods.sec import sec
@@ -40,7 +44,8 @@ from harnessrl_jax.methods.skillrl import skillrl
 
 METHODS: dict[str, Callable[..., Method]] = {
     "grpo": grpo, "harnessrl": harnessrl, "ruscarl": ruscarl, "skillrl": skillrl, "evorubric": evorubric,
-    "amaris": amaris, "amaris_pp": amaris_pp, "sec": sec}
+    "amaris": amaris, "amaris_pp": amaris_pp, "sec": sec, "harnessbandit": harnessbandit, "mixture": mixture,
+    "mixture2": mixture2}
 
 
 def describe(config) -> Method:

@@ -11,7 +11,7 @@ from harnessrl_jax.words import INTERFACES, Interface
 LOSS_CONTEXTS = ("guided", "bare")
 ADVANTAGE_RUBRICS = ("before", "after")
 # Who renders the rollout prompts: the harness's mounted fields, or a published guidance rule (methods.guidance).
-GUIDANCE_RULES = ("harness", "ruscarl", "skillrl")
+GUIDANCE_RULES = ("harness", "ruscarl", "skillrl", "arms")
 # A published rule that updates the harness after the evolver (methods.updates): none, or its name.
 RULE_UPDATES = ("", "evorubric", "amaris", "amaris_pp")
 
@@ -34,6 +34,7 @@ class Method:
     rule_interfaces: tuple[Interface, ...] = ()  # the interfaces the rule may update
     anchors: bool = True  # False: no anchor criteria, every seed criterion may change (EvoRubric alone, AMB-3.7)
     tis_cap: float | None = None  # truncated importance sampling cap of the loss; None: config.loss.tis_cap
+    sketch: bool = False  # the train step also returns the gradient sketch (HarnessBandit, rl.sketch)
 
     def __post_init__(self):
         object.__setattr__(self, "interfaces", tuple(Interface(i) for i in self.interfaces))

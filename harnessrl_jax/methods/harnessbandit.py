@@ -257,3 +257,113 @@ def pool_draw(state: BanditState, arm: int, batch_size: int, num_tasks: int, see
         if positions[arm] >= num_tasks:
             passes[arm], positions[arm] = passes[arm] + 1, 0
     return dataclasses.replace(state, pool_pass=tuple(passes), pool_pos=tuple(positions)), picked
+
+
+# ------------------------------------------------------------------------------------------------- the parts
+
+def arm_label(name: str) -> str:
+    """A metric-key form of an arm name (a snapshot arm by its file's stem)."""
+    from harnessrl_jax.methods.arms import SNAPSHOT
+
+    if name.startswith(SNAPSHOT):
+        import os
+
+        return "snapshot_" + os.path.splitext(os.path.basename(name[len(SNAPSHOT):]))[0]
+    return name
+
+
+class BanditSampler:
+    """The scheduler as a task sampler (samplers.SAMPLERS['bandit']): `draw` picks the step's arm (round-robin,
+    then UCB-softmax with the floor, from a generator seeded by the step seed) and takes the next tasks of that
+    arm's pool; `after_update(advantages, sketch)` after the train step observes the arm. The whole BanditState
+    is checkpointed through state_dict."""
+
+    name = "bandit"
+    follows_harness = False  # p_t plays no part: the bandit draws arms, each arm its own pool
+
+    def __init__(self, num_tasks: int, *, seed: int = 0, config: BanditConfig = BanditConfig()):
+        self.num_tasks, self.seed, self.config = num_tasks, int(seed), config
+        self.arm_names = list(config.arms)
+        self.labels = [arm_label(n) for n in self.arm_names]
+        self.state = BanditState.create(len(self.arm_names), 0)  # the EMAs take the sketch's size when one comes
+        self.arm: int | None = None  # the arm of the step under way
+        self._draw: dict[str, Any] = {}
+        self._last: dict[str, float] = {}
+
+    @classmethod
+    def create(cls, tasks: Sequence, config) -> "BanditSampler":
+        from harnessrl_jax import configs
+
+        return cls(len(tasks), seed=config.seed, config=configs.method_config(config, "bandit"))
+
+    def draw(self, harness, seed: int, batch_size: int) -> tuple[list[int], np.ndarray]:
+        """(task indices, u = 1) of one harness-pure step; sets `arm`."""
+        arm, p, soft, warm = select(self.state, np.random.default_rng(int(seed) % (2**32)), self.config)
+        self.state, idx = pool_draw(self.state, arm, batch_size, self.num_tasks, self.seed)
+        self.arm = arm
+        self._draw = {"p": p, "soft": soft, "warm": warm,
+                      "bonus": self.config.bonus / np.sqrt(self.state.n + 1.0)}
+        return idx, np.ones(batch_size, np.float32)
+
+    def observe(self, idx, rewards) -> None:
+        pass  # the bandit observes after the update, when the sketch exists (after_update)
+
+    def after_update(self, advantages, sketch) -> None:
+        """Learnability of this step's advantages [T, J] and the update's gradient sketch, folded into the arm's
+        value; the step's `bandit/*` metrics."""
+        if self.arm is None:
+            raise RuntimeError("after_update before draw")
+        sketch = np.asarray(sketch, np.float32).reshape(-1)
+        state = self.state
+        if state.emas.shape[1] != sketch.size:
+            if state.present.any():
+                raise ValueError(f"the gradient sketch has {sketch.size} entries; the bandit's EMAs "
+                                 f"{state.emas.shape[1]} (--config.bandit.sketch_dim changed on resume?)")
+            state = dataclasses.replace(state, emas=np.zeros((state.num_arms, sketch.size), np.float32))
+        self.state, rec = observe(state, self.arm, learnability(advantages), sketch, self.config)
+        out = {"bandit/arm": float(self.arm), "bandit/warmup": float(self._draw["warm"]),
+               **{f"bandit/{k}": float(rec[k]) for k in ("learnability_raw", "transferability_raw",
+                                                          "learnability_norm", "transferability_norm", "value",
+                                                          "sketch_norm")}}
+        for h, label in enumerate(self.labels):
+            out[f"bandit/p_{label}"] = float(self._draw["p"][h])
+            out[f"bandit/q_{label}"] = float(self._draw["soft"][h])
+            out[f"bandit/bonus_{label}"] = float(self._draw["bonus"][h])
+            out[f"bandit/Q_{label}"] = float(self.state.q[h])
+            out[f"bandit/n_{label}"] = float(self.state.n[h])
+            out[f"bandit/cos_{label}"] = float(rec["cosines"][h])  # this step's sketch to each peer's EMA
+            out[f"bandit/chosen_{label}"] = float(h == self.arm)
+        self._last = out
+
+    def probs(self) -> np.ndarray:
+        """The selection probabilities of the next draw after warm-up (the final state's p, App. F)."""
+        return selection_probs(self.state.q, self.state.n, bonus=self.config.bonus,
+                               temperature=self.config.temperature, floor=self.config.floor)
+
+    def metrics(self) -> dict[str, float]:
+        return dict(self._last)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"arms": self.arm_names, "seed": self.seed, "sketch_dim": self.config.sketch_dim,
+                "sketch_seed": self.config.sketch_seed, "state": self.state.to_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if not state:
+            return
+        if list(state["arms"]) != self.arm_names:
+            raise ValueError(f"the checkpoint's bandit arms {state['arms']} differ from this config's "
+                             f"--config.bandit.arms {self.arm_names}")
+        if (state["sketch_dim"], state["sketch_seed"]) != (self.config.sketch_dim, self.config.sketch_seed):
+            raise ValueError("the checkpoint's gradient sketch (--config.bandit.sketch_dim / sketch_seed) differs "
+                             "from this config's")
+        self.state = BanditState.from_dict(state["state"])
+
+
+def harnessbandit(config):
+    """HarnessBandit: harness-pure steps, the arm scheduled by the bandit; the harness itself frozen (the seed
+    rubric, no evolver), the train step returning the gradient sketch."""
+    from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
+    from harnessrl_jax.methods.base import Method
+
+    return Method(name="harnessbandit", sampler="bandit", guidance="arms", transitions=FROZEN_TRANSITIONS,
+                  memory=not config.harness.no_memory, sketch=True)
