@@ -10,8 +10,9 @@ transform (identity unless the arm says otherwise):
     plan_first     + "first list the key points, then answer" after the request
     persona_roleplay   the held-out arm: a role-play system prompt, never trained on
     rubric_hint    optional, not in the default six: every criterion in a system message (privileged information)
-    snapshot:PATH  a frozen HarnessRL harness (a HarnessState JSON, e.g. a checkpoint's extra["harness"]): its
-                   mounted guidance fields after the request and its rubric c_t
+    snapshot:PATH  a frozen HarnessRL harness: a HarnessState JSON, or a HarnessRL run's checkpoint extra
+                   (RUN/checkpoints/<step>/extra/metadata, whose "harness" it reads): its mounted guidance fields
+                   after the request and its rubric c_t
 
 Texts are the files `methods/prompts/arm_<name>.txt` ({domain}, {criteria} are their placeholders).
 """
