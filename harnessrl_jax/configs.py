@@ -169,6 +169,9 @@ def check(config) -> list[str]:
     if config.tasks.source == "jsonl":
         _check(p, bool(config.tasks.path), "--config.tasks.path is empty: point it at a JSONL task file")
     _one_of(p, config.tasks.sampler, sorted(methods.SAMPLERS), "tasks.sampler")
+    _check(p, config.tasks.sampler != "bandit", "--config.tasks.sampler='bandit' is HarnessBandit's own sampler (it "
+                                                "needs the arms and the gradient sketch): use --config.method="
+                                                "harnessbandit")
     for key, low in (("total_steps", 1), ("tasks_per_step", 1), ("num_generations", 2), ("max_new_tokens", 1),
                      ("max_prompt_len", 1), ("micro_batches", 1), ("mini_batches", 1)):
         _check(p, int(config.get(key, low)) >= low, f"--config.{key}={config.get(key)}: must be >= {low}")

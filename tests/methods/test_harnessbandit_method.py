@@ -85,6 +85,7 @@ def test_mixture_rows_draw_arms_uniformly_from_the_step_seed():
     (lambda c: c.bandit.update(bogus=1), "--config.bandit.bogus"),
     (lambda c: c.bandit.update(arms=("plain", "snapshot:/no/such/file.json")), "--config.bandit.arms"),
     (lambda c: c.mixture.update(pair=("plain",)), "--config.mixture"),
+    (lambda c: c.update(method="grpo") or c.tasks.update(sampler="bandit"), "--config.tasks.sampler"),
 ])
 def test_a_wrong_bandit_value_is_reported_with_its_key(change, key):
     config = tiny()
