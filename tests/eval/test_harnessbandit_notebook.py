@@ -1,5 +1,5 @@
-"""HarnessBandit end to end: launch/bandit_compare.py trains HarnessBandit and the six-arm mixture on the tiny
-config through launch/train.py and evaluates them under the training and the held-out arm; the notebook
+"""HarnessBandit end to end: launch/bandit_compare.py trains HarnessBandit on the tiny config through
+launch/train.py and evaluates it (and the untrained policy) under the training and the held-out arm; the notebook
 experiments/notebooks/harnessbandit.ipynb then draws and tabulates the run, and its numbers are recomputed here
 from the raw files."""
 
@@ -24,8 +24,8 @@ LABELS = ("plain", "sys_helpful", "sys_expert", "structured", "concise", "plan_f
 def compared(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("bandit"))
     cmd = [sys.executable, os.path.join(REPO, "launch", "bandit_compare.py"), f"--out={out}", "--seeds=0",
-           "--methods=harnessbandit,mixture", "--eval_split=train", "--num_samples=2", "--keep_checkpoints=False",
-           "--base_config=experiments/tiny_cpu.py", "--base_config.total_steps=8", "--base_config.bandit.warmup=6",
+           "--methods=harnessbandit", "--eval_split=train", "--num_samples=2", "--keep_checkpoints=False",
+           "--base_config=experiments/tiny_cpu.py", "--base_config.total_steps=5", "--base_config.bandit.warmup=3",
            "--base_config.report=False"]
     res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-4000:]
@@ -36,14 +36,15 @@ def test_bandit_compare_and_notebook(compared, monkeypatch):
     out, printed = compared
     run = os.path.join(out, "harnessbandit-s0")
     metrics = [json.loads(line) for line in open(os.path.join(run, "metrics.jsonl"))]
-    assert len(metrics) == 8
+    assert len(metrics) == 5
     arms = [int(m["bandit/arm"]) for m in metrics]
-    assert arms[:6] == list(range(6)) and [m["bandit/warmup"] for m in metrics] == [1.0] * 6 + [0.0] * 2
-    # the logged p of a bandit step is selection_probs of the values and visits before it
-    before = metrics[5]
+    assert arms[:3] == [0, 1, 2] and [m["bandit/warmup"] for m in metrics] == [1.0] * 3 + [0.0] * 2
+    # the logged p of a bandit step is selection_probs of the values and visits before it (two unvisited arms
+    # valued at the max)
+    before = metrics[3]
     p = selection_probs([before[f"bandit/Q_{a}"] for a in LABELS], [before[f"bandit/n_{a}"] for a in LABELS],
                         bonus=0.5, temperature=0.5, floor=0.1)
-    np.testing.assert_allclose([metrics[6][f"bandit/p_{a}"] for a in LABELS], p, rtol=1e-9)
+    np.testing.assert_allclose([metrics[4][f"bandit/p_{a}"] for a in LABELS], p, rtol=1e-9)
     assert not os.path.exists(os.path.join(run, "checkpoints"))  # --keep_checkpoints=False
 
     monkeypatch.setenv("HARNESSRL_RUNS", out)
@@ -63,13 +64,13 @@ def test_bandit_compare_and_notebook(compared, monkeypatch):
     (_, M), _ = scope["bandit_tables"].cosine_matrices(h, 2)
     for a in range(6):
         for b in range(6):
-            vals = [m[f"bandit/cos_{LABELS[b]}"] for m in metrics[:4] if int(m["bandit/arm"]) == a]
+            vals = [m[f"bandit/cos_{LABELS[b]}"] for m in metrics[:3] if int(m["bandit/arm"]) == a]
             vals = [v for v in vals if v is not None and np.isfinite(v)]
             assert (np.isnan(M[a, b]) if not vals else M[a, b] == pytest.approx(np.mean(vals)))
     # the comparison table: HarnessBandit's row is its arms_eval.json, the base row the untrained policy's
     ev = json.load(open(os.path.join(run, "arms_eval.json")))
     rows = {r["method"]: r for r in scope["rows"]}
-    assert set(rows) == {"harnessbandit", "mixture", "base"}
+    assert set(rows) == {"harnessbandit", "base"}
     for arm in ("plain", "persona_roleplay"):
         for key in ("mean", "pass_at_j", "pass_all_j"):
             got = rows["harnessbandit"][f"{arm} {key}"]
