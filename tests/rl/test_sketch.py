@@ -1,6 +1,8 @@
 """HarnessBandit's gradient sketch (rl.sketch, methods.md 2.5): its coordinates, how well its cosines track the full
 gradients', and the sketch the sharded train step returns against the unsharded step and the plain gradient."""
 
+import re
+
 import jax
 import numpy as np
 import optax
@@ -103,3 +105,26 @@ def test_sharded_sketch_equals_the_unsharded_one(model):
     np.testing.assert_allclose(sharded, single, atol=1e-5, rtol=1e-5)
     fsdp = sketch_step(make_mesh(1, 8, 1), params, ref_params, spec)[0]
     np.testing.assert_allclose(fsdp, single, atol=1e-5, rtol=1e-5)
+
+
+def test_sharded_gradients_are_gathered_at_the_coordinates_only():
+    """On 8 FSDP devices the sketch compiles to local gathers and one all-reduce of d values: no all-gather of
+    any gradient leaf (methods.md 2.5's per-step cost)."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from harnessrl_jax.models.sharding import partition_specs
+    from harnessrl_jax.rl.sketch import sketch
+
+    mesh = make_mesh(1, 8, 1)
+    specs = partition_specs(DEEP, mesh)
+    grads = jax.tree.map(lambda s, p: jax.ShapeDtypeStruct(s, np.float32, sharding=NamedSharding(mesh, p)),
+                         param_shapes(DEEP), specs, is_leaf=lambda x: isinstance(x, tuple))
+    spec = make_sketch_spec(DEEP, 2048)
+    fn = jax.jit(lambda g: sketch(g, spec), out_shardings=NamedSharding(mesh, PartitionSpec()))
+    hlo = fn.lower(grads).compile().as_text()
+    assert " all-gather(" not in hlo and " all-gather-start(" not in hlo
+    reduces = [line for line in hlo.splitlines() if " all-reduce(" in line or " all-reduce-start(" in line]
+    assert len(reduces) == 1
+    shape = reduces[0].split("= ", 1)[1].split(" all-reduce")[0]  # the reduced arrays' types
+    sizes = [int(n) for n in re.findall(r"f32\[(\d+)\]", shape)]
+    assert 0 < sum(sizes) <= spec.d  # only the coordinates of the sharded leaves travel
