@@ -10,8 +10,10 @@
     result      = parts.after_judge(step, groups, H, result)   a published rule's harness updates (methods.updates)
     memory.append_step(step, draw records)
     H'          = transitions.advance_schedule(result.state, step + 1)
-    advantages  = compute_advantages(rewards under c_t or c_{t+1}); sampler.observe(idx, rewards)
+    advantages  = compute_advantages(rewards under c_t or c_{t+1}, or the arms' own rubric, parts.criteria);
+                  sampler.observe(idx, rewards)
     state       = train_on_rollouts(run, state, rollouts in the guided or bare context, advantages, u)
+                  (and the gradient sketch for a method with `sketch`: sampler.after_update(advantages, sketch))
 
 `Stepper` runs this for any `methods.Method`; the stages are plain functions, and `sample_groups` is the one place
 that renders, generates with the config's sampling settings and groups by task: training, the critic's

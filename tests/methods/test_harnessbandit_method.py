@@ -157,3 +157,33 @@ def test_resumed_scheduler_draws_the_same_arms(tiny_setup, tmp_path):
     np.testing.assert_allclose(got["state"]["q"], final["state"]["q"], rtol=1e-5)
     assert got["state"]["n"] == final["state"]["n"] and got["state"]["pool_pos"] == final["state"]["pool_pos"]
     second.close()
+
+
+def test_mini_batched_updates_return_the_mean_of_their_sketches(tiny_setup):
+    from harnessrl_jax.rl.batch import build_batch
+    from harnessrl_jax.rl.step import to_host
+
+    config = tiny().copy_and_resolve_references()
+    config.mini_batches = 2
+    _, run = make_stepper(tiny_setup, config, "unused")
+    run = dataclasses.replace(run, config=config)
+    tasks = list(run.tasks)
+    g = loop.sample_groups(run, tasks, seed=5)
+    adv = np.random.default_rng(0).standard_normal((len(tasks), config.num_generations)).astype(np.float32)
+    u = np.ones(len(tasks), np.float32)
+    state, metrics, sketch = loop.train_on_rollouts(run, build.initial_state(run), g.rollouts, adv, u,
+                                                    return_sketch=True)
+    assert sketch.shape == (run.trainer.sketch_spec.d,) and np.isfinite(metrics["train/loss"])
+    # by hand: each block's update from the policy before it, old logprobs from the first policy
+    t, s = run.trainer, build.initial_state(run)
+    batch = build_batch(g.rollouts, adv.reshape(-1), np.repeat(u, config.num_generations), seq_len=run.seq_len,
+                        pad_id=run.engine.pad_id, num_rows=run.rows)
+    half = run.rows // 2
+    blocks = [t.put_batch(batch.rows(slice(i * half, (i + 1) * half))) for i in range(2)]
+    blocks = [b._replace(old_logprobs=t.logprobs(s.params, b)) for b in blocks]
+    each = []
+    for b in blocks:
+        s, _, sk = t.step(s, b, run.ref_params, return_sketch=True)
+        each.append(np.asarray(to_host(sk)))
+    assert not np.allclose(each[0], each[1])
+    np.testing.assert_allclose(sketch, (each[0] + each[1]) / 2, rtol=1e-5, atol=1e-7)
