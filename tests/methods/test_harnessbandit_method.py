@@ -187,3 +187,29 @@ def test_mini_batched_updates_return_the_mean_of_their_sketches(tiny_setup):
         each.append(np.asarray(to_host(sk)))
     assert not np.allclose(each[0], each[1])
     np.testing.assert_allclose(sketch, (each[0] + each[1]) / 2, rtol=1e-5, atol=1e-7)
+
+
+def test_every_bandit_setting_reaches_its_part():
+    from harnessrl_jax.methods import parts, samplers
+    from harnessrl_jax.models import preset_config
+
+    config = tiny()
+    config.bandit.update(warmup=4, window=9, alpha=0.3, ema_decay=0.8, value_step=0.2, bonus=0.7, temperature=0.9,
+                         floor=0.05, degenerate_value=0.4, sketch_dim=777, sketch_blocks=1, sketch_seed=5,
+                         pass_threshold=60.0, arms=("plain", "concise", "rubric_hint"), heldout_arm="sys_expert")
+    config = config.copy_and_resolve_references()
+    assert configs.check(config) == []
+    sampler = samplers.make("bandit", [TASK] * 3, config)
+    c = sampler.config
+    assert (c.warmup, c.window, c.alpha, c.ema_decay, c.value_step, c.bonus, c.temperature, c.floor,
+            c.degenerate_value, c.pass_threshold) == (4, 9, 0.3, 0.8, 0.2, 0.7, 0.9, 0.05, 0.4, 60.0)
+    assert sampler.arm_names == ["plain", "concise", "rubric_hint"]
+    guidance = parts.build(methods.describe(config), config, [TASK], sampler=sampler).guidance
+    assert guidance.names == sampler.arm_names
+    spec = build.sketch_spec(config, preset_config("tiny"))
+    assert (spec.d, spec.seed, spec.last_blocks) == (777, 5, 1)
+    assert build.sketch_spec(tiny("mixture").copy_and_resolve_references(), preset_config("tiny")) is None
+    mix = tiny("mixture2")
+    mix.mixture.pair = ("sys_expert", "concise")
+    mix = mix.copy_and_resolve_references()
+    assert parts.build(methods.describe(mix), mix, [TASK]).guidance.names == ["sys_expert", "concise"]
