@@ -128,3 +128,16 @@ def test_sharded_gradients_are_gathered_at_the_coordinates_only():
     shape = reduces[0].split("= ", 1)[1].split(" all-reduce")[0]  # the reduced arrays' types
     sizes = [int(n) for n in re.findall(r"f32\[(\d+)\]", shape)]
     assert 0 < sum(sizes) <= spec.d  # only the coordinates of the sharded leaves travel
+
+
+def test_a_hybrid_model_pools_the_last_blocks_of_every_stack():
+    """Qwen3.5's linear- and full-attention leaves are stacked apart; the pool takes their rows of the last K
+    layers (layer_types decides which rows those are)."""
+    config = preset_config("qwen3.5-tiny")  # layers 0-2 Gated DeltaNet, layer 3 full attention
+    spec = make_sketch_spec(config, 4000, last_blocks=2)
+    shapes = param_shapes(config)
+    rows = {}
+    for (group, name), f in zip(spec.paths, spec.flat):
+        per_row = int(np.prod(shapes[group][name][1:]))
+        rows.setdefault(group, set()).update((f // per_row).tolist())
+    assert rows == {"layers": {2, 3}, "linear_attn": {2}, "full_attn": {0}}
