@@ -34,9 +34,9 @@ from harnessrl_jax.methods.amaris import amaris, amaris_pp
 from harnessrl_jax.methods.base import ADVANTAGE_RUBRICS, LOSS_CONTEXTS, Method
 from harnessrl_jax.methods.evorubric import evorubric
 from harnessrl_jax.methods.grpo import grpo
-from harnessrl_jax.methods.harnessbandit import harnessbandit
+from harnessrl_jax.methods.harnessbandit import harnessbandit_method
 from harnessrl_jax.methods.harnessrl import harnessrl
-from harnessrl_jax.methods.mixture import mixture, mixture2
+from harnessrl_jax.methods.mixture import mixture2_method, mixture_method
 from harnessrl_jax.methods.ruscarl import ruscarl
 from harnessrl_jax.methods.samplers import SAMPLERS, EpochSampler, HarnessSampler
 from harnessrl_jax.methods.sec import sec
@@ -44,8 +44,9 @@ from harnessrl_jax.methods.skillrl import skillrl
 
 METHODS: dict[str, Callable[..., Method]] = {
     "grpo": grpo, "harnessrl": harnessrl, "ruscarl": ruscarl, "skillrl": skillrl, "evorubric": evorubric,
-    "amaris": amaris, "amaris_pp": amaris_pp, "sec": sec, "harnessbandit": harnessbandit, "mixture": mixture,
-    "mixture2": mixture2}
+    "amaris": amaris, "amaris_pp": amaris_pp, "sec": sec,
+    # registered under other names than their modules', so `methods.harnessbandit.selection_probs` stays reachable
+    "harnessbandit": harnessbandit_method, "mixture": mixture_method, "mixture2": mixture2_method}
 
 
 def describe(config) -> Method:

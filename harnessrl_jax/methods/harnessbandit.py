@@ -359,7 +359,7 @@ class BanditSampler:
         self.state = BanditState.from_dict(state["state"])
 
 
-def harnessbandit(config):
+def harnessbandit_method(config):
     """HarnessBandit: harness-pure steps, the arm scheduled by the bandit; the harness itself frozen (the seed
     rubric, no evolver), the train step returning the gradient sketch."""
     from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS

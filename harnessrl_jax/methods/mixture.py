@@ -89,11 +89,11 @@ def _mixture(config, name: str):
                   memory=not config.harness.no_memory)
 
 
-def mixture(config):
+def mixture_method(config):
     """The six-arm mixture: every batch mixes rows of all arms (uniform over task x arm); the harness frozen."""
     return _mixture(config, "mixture")
 
 
-def mixture2(config):
+def mixture2_method(config):
     """The two-arm mixture over config.mixture.pair."""
     return _mixture(config, "mixture2")

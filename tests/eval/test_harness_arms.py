@@ -17,7 +17,10 @@ def test_pass_at_j_and_pass_hat_j_by_hand():
 
 
 def test_plain_arm_is_the_bare_evaluation_and_arms_change_the_prompt(tiny_setup):
+    from harnessrl_jax import build
+
     run = tiny_setup
+    build.initial_state(run)  # the engine samples a live policy (earlier tests' states were donated)
     tasks = run.tasks
     bare = evaluate(run, tasks, num_samples=4, seed=5)
     plain = evaluate_arm(run, tasks, "plain", num_samples=4, seed=5, threshold=50.0)
