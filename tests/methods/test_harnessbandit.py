@@ -175,3 +175,9 @@ def test_each_arm_walks_its_own_shuffled_pool():
     assert sorted(a + b[:2]) == list(range(5))  # one full pass before any repeat
     assert state.pool_pass == (1, 0) and state.pool_pos == (1, 3)
     assert c == list(np.random.default_rng((0, 1, 0)).permutation(5)[:3])
+
+
+def test_the_contract_path_is_reachable_as_written():
+    import harnessrl_jax.methods
+
+    assert harnessrl_jax.methods.harnessbandit.selection_probs is hb.selection_probs
