@@ -1,7 +1,7 @@
-"""HarnessBandit end to end: launch/bandit_compare.py trains HarnessBandit on the tiny config through
-launch/train.py and evaluates it (and the untrained policy) under the training and the held-out arm; the notebook
-experiments/notebooks/harnessbandit.ipynb then draws and tabulates the run, and its numbers are recomputed here
-from the raw files."""
+"""HarnessBandit end to end: launch/train.py trains HarnessBandit on the tiny config for two steps and stops;
+launch/bandit_compare.py resumes it to the end and evaluates it (and the untrained policy) under the training
+and the held-out arm; the notebook experiments/notebooks/harnessbandit.ipynb then draws and tabulates the run, and
+its numbers are recomputed here from the raw files."""
 
 import contextlib
 import io
@@ -22,7 +22,14 @@ LABELS = ("plain", "sys_helpful", "sys_expert", "structured", "concise", "plan_f
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
+    """Two steps through launch/train.py (stopped as a preempted job would), then launch/bandit_compare.py, which
+    resumes the run from its checkpoint to the end and evaluates it."""
     out = str(tmp_path_factory.mktemp("bandit"))
+    first = [sys.executable, os.path.join(REPO, "launch", "train.py"), f"--workdir={out}/harnessbandit-s0",
+             "--config=experiments/tiny_cpu.py:method=harnessbandit", "--config.total_steps=5",
+             "--config.bandit.warmup=3", "--config.report=False", "--stop_after=2"]
+    res = subprocess.run(first, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
     cmd = [sys.executable, os.path.join(REPO, "launch", "bandit_compare.py"), f"--out={out}", "--seeds=0",
            "--methods=harnessbandit", "--eval_split=train", "--num_samples=2", "--keep_checkpoints=False",
            "--base_config=experiments/tiny_cpu.py", "--base_config.total_steps=5", "--base_config.bandit.warmup=3",
@@ -38,13 +45,15 @@ def test_bandit_compare_and_notebook(compared, monkeypatch):
     metrics = [json.loads(line) for line in open(os.path.join(run, "metrics.jsonl"))]
     assert len(metrics) == 5
     arms = [int(m["bandit/arm"]) for m in metrics]
+    # the resumed run (from step 2) goes on where the scheduler stood: warm-up arm 2, then the bandit
     assert arms[:3] == [0, 1, 2] and [m["bandit/warmup"] for m in metrics] == [1.0] * 3 + [0.0] * 2
-    # the logged p of a bandit step is selection_probs of the values and visits before it (two unvisited arms
-    # valued at the max)
-    before = metrics[3]
-    p = selection_probs([before[f"bandit/Q_{a}"] for a in LABELS], [before[f"bandit/n_{a}"] for a in LABELS],
-                        bonus=0.5, temperature=0.5, floor=0.1)
-    np.testing.assert_allclose([metrics[4][f"bandit/p_{a}"] for a in LABELS], p, rtol=1e-9)
+    for before, after in ((metrics[1], metrics[2]), (metrics[3], metrics[4])):  # across the resume, and after it
+        # the logged p of a step is selection_probs of the values and visits the step before left (after the
+        # warm-up, two unvisited arms are valued at the max)
+        p = selection_probs([before[f"bandit/Q_{a}"] for a in LABELS], [before[f"bandit/n_{a}"] for a in LABELS],
+                            bonus=0.5, temperature=0.5, floor=0.1)
+        np.testing.assert_allclose([after[f"bandit/p_{a}"] for a in LABELS], p, rtol=1e-9)
+    assert [metrics[2][f"bandit/n_{a}"] for a in LABELS] == [1, 1, 1, 0, 0, 0]
     assert not os.path.exists(os.path.join(run, "checkpoints"))  # --keep_checkpoints=False
 
     monkeypatch.setenv("HARNESSRL_RUNS", out)
