@@ -70,7 +70,7 @@ def main(argv):
     os.makedirs(FLAGS.out, exist_ok=True)
     heldout = configs.method_config(FLAGS.base_config, "bandit").heldout_arm
     arms = [heldout if a == "heldout" else a for a in FLAGS.arms]
-    terminal, base_eval = {}, {}
+    base_eval = {}
     for seed in map(int, FLAGS.seeds):
         for method in FLAGS.methods:
             config = copy.deepcopy(FLAGS.base_config)
@@ -93,8 +93,8 @@ def main(argv):
             else:
                 with open(path) as f:
                     base_eval.setdefault(seed, json.load(f)["base"])
-            if method == "harnessbandit":
-                terminal[f"s{seed}"] = bandit_tables.final_state(bandit_tables.history(workdir))
+    terminal = {d.rsplit("-", 1)[1]: bandit_tables.final_state(bandit_tables.history(os.path.join(FLAGS.out, d)))
+                for d in sorted(os.listdir(FLAGS.out)) if d.startswith("harnessbandit-s")}  # every run so far
     rows = bandit_tables.comparison_rows(FLAGS.out)
     with open(os.path.join(FLAGS.out, "bandit_compare.json"), "w") as f:
         json.dump({"rows": rows, "terminal": terminal, "arms": arms, "num_samples": FLAGS.num_samples}, f, indent=1)
