@@ -53,6 +53,17 @@ ABLATIONS = {
 }
 
 
+BANDIT_METHODS = ("harnessbandit", "mixture", "mixture2")
+
+
+def apply_method_defaults(c):
+    """What a method's paper fixes beyond its parts: HarnessBandit and its mixtures train with Dr.GRPO's
+    leave-one-out baseline (methods.md 2.3, 'rloo'); returns the config."""
+    if c.method in BANDIT_METHODS:
+        c.advantage = "rloo"
+    return c
+
+
 def apply_ablation(c, name: str):
     """Sets the config.harness switches of ablation `name` (ABLATIONS); returns the config."""
     if name not in ABLATIONS:
@@ -66,6 +77,8 @@ def get_config(arg=None):
     from harnessrl_jax.methods.amaris import AMARISConfig
     from harnessrl_jax.methods.coca import CoCAConfig
     from harnessrl_jax.methods.evorubric import EvoRubricConfig
+    from harnessrl_jax.methods.harnessbandit import BanditConfig
+    from harnessrl_jax.methods.mixture import MixtureConfig
     from harnessrl_jax.methods.ruscarl import RuscaRLConfig
     from harnessrl_jax.methods.sec import SECConfig
     from harnessrl_jax.methods.skillrl import SkillRLConfig
@@ -165,6 +178,11 @@ def get_config(arg=None):
     # (AMB-1.5) | 'guided_frontier' | 'all_normal'; teacher_demo (the Guided Frontier in the teacher's context);
     # guided_gate 'dynamic' | 'always' (D.4); pooled_baseline (AMB-1.8); calibrate False: "- calibration".
     c.coca = dataclasses.asdict(CoCAConfig())
+    # HarnessBandit (methods.md 2): the arms (methods.arms: six prompt harnesses, or snapshot:PATH of a frozen
+    # HarnessRL harness), the held-out arm, every scheduler constant, the gradient sketch and the pass threshold of
+    # its evaluation; the mixture baselines' arms (empty: bandit.arms) and pair (AMB-2.4).
+    c.bandit = dataclasses.asdict(BanditConfig())
+    c.mixture = dataclasses.asdict(MixtureConfig())
     # The memory: record store (time index) and semantic index over criterion texts. `min_cosine` is the donor
     # threshold and the near-duplicate threshold of the rule proposer; it is calibrated per embedder
     # (`calibrated_for` names the one it was set for: the paper's 0.82 is bge-base-en-v1.5's; 0.82 for the bundled

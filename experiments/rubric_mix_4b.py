@@ -73,7 +73,7 @@ def get_config(arg=None):
     c.judge.update(kind="openai", model="gemma-4-31b-it", structured_output="json_schema", max_concurrency=512)
     if opts.cpu:
         cpu(c)
-    return base.apply_ablation(c, opts.ablation)
+    return base.apply_ablation(base.apply_method_defaults(c), opts.ablation)
 
 
 def cpu(c):

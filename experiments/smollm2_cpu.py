@@ -41,4 +41,5 @@ def get_config(arg=None):
     # CoCA's rollout budget split evenly between its query-only and rubric-guided groups (for every method, so a
     # comparison's arm can switch to coca without changing the budget)
     c.coca.groups = (c.num_generations // 2, c.num_generations - c.num_generations // 2)
-    return base.apply_ablation(c, opts.ablation)
+    c.bandit.warmup = 6  # one round-robin pass over the six arms within the 20 steps
+    return base.apply_ablation(base.apply_method_defaults(c), opts.ablation)

@@ -39,6 +39,8 @@ def get_config(arg=None):
     c.memory.embedder = ""  # the time index only: no embedding model in the fast tests
     c.sec.arms = "task"  # no cold start here: SEC's arms are the tasks themselves
     c.skillrl.evolve_every = 2  # the bank evolves within a short run
+    c.bandit.warmup = 6  # one round-robin pass over the six arms, then the bandit selects
+    c.bandit.sketch_dim = 4096
     # One token per character: a <criterion> and a <critique> take ~130 tokens, a <reference> up to 600 more (cut
     # to fit by render.fit_fields), so guidance is sampled as proposed rather than dropped for length.
     c.harness.max_guidance_tokens = 320
@@ -51,4 +53,4 @@ def get_config(arg=None):
     # CoCA's rollout budget split evenly between its query-only and rubric-guided groups (for every method, so a
     # comparison's arm can switch to coca without changing the budget)
     c.coca.groups = (c.num_generations // 2, c.num_generations - c.num_generations // 2)
-    return base.apply_ablation(c, opts.ablation)
+    return base.apply_ablation(base.apply_method_defaults(c), opts.ablation)

@@ -185,7 +185,8 @@ def setup(config) -> Run:
     mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor, devices=devices)
     optimizer, schedule = make_optimizer(config.optim)
     trainer = Trainer(model_config, optimizer, mesh, LossSettings.from_config(loss_config(config)),
-                      schedule=schedule, micro_batches=config.micro_batches)
+                      schedule=schedule, micro_batches=config.micro_batches, sketch_spec=sketch_spec(config,
+                                                                                                   model_config))
     ref_params = trainer.place_params(params) if config.loss.kl_coef else None
     engine = build_engine(config, trainer.model_config, params, tokenizer)
     rows = round_up(config.tasks_per_step * config.num_generations,
@@ -198,6 +199,17 @@ def setup(config) -> Run:
                  dict(mesh.shape), rows, seq_len)
     return Run(config, trainer.model_config, tokenizer, kept, trainer, engine, ref_params, params, seq_len, rows,
                prompt_limit, build_judge(config))
+
+
+def sketch_spec(config, model_config):
+    """HarnessBandit's gradient sketch coordinates (config.bandit), or None for a method without a sketch."""
+    from harnessrl_jax import configs, methods
+    from harnessrl_jax.rl.sketch import make_sketch_spec
+
+    if not methods.describe(config).sketch:
+        return None
+    b = configs.method_config(config, "bandit")
+    return make_sketch_spec(model_config, b.sketch_dim, last_blocks=b.sketch_blocks, seed=b.sketch_seed)
 
 
 def guidance_budget(config) -> int:

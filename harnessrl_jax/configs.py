@@ -123,16 +123,18 @@ def method_config(config, name: str):
     from harnessrl_jax.methods.amaris import AMARISConfig
     from harnessrl_jax.methods.coca import CoCAConfig
     from harnessrl_jax.methods.evorubric import EvoRubricConfig
+    from harnessrl_jax.methods.harnessbandit import BanditConfig
+    from harnessrl_jax.methods.mixture import MixtureConfig
     from harnessrl_jax.methods.ruscarl import RuscaRLConfig
     from harnessrl_jax.methods.sec import SECConfig
     from harnessrl_jax.methods.skillrl import SkillRLConfig
 
     cls = {"ruscarl": RuscaRLConfig, "sec": SECConfig, "skillrl": SkillRLConfig, "evorubric": EvoRubricConfig,
-           "amaris": AMARISConfig, "coca": CoCAConfig}[name]
+           "amaris": AMARISConfig, "coca": CoCAConfig, "bandit": BanditConfig, "mixture": MixtureConfig}[name]
     return _build(cls, config.get(name) or {}, name)
 
 
-METHOD_CONFIGS = ("ruscarl", "sec", "skillrl", "evorubric", "amaris", "coca")
+METHOD_CONFIGS = ("ruscarl", "sec", "skillrl", "evorubric", "amaris", "coca", "bandit", "mixture")
 
 
 def embedder(config) -> str | None:
@@ -168,6 +170,9 @@ def check(config) -> list[str]:
     if config.tasks.source == "jsonl":
         _check(p, bool(config.tasks.path), "--config.tasks.path is empty: point it at a JSONL task file")
     _one_of(p, config.tasks.sampler, sorted(methods.SAMPLERS), "tasks.sampler")
+    _check(p, config.tasks.sampler != "bandit", "--config.tasks.sampler='bandit' is HarnessBandit's own sampler (it "
+                                                "needs the arms and the gradient sketch): use --config.method="
+                                                "harnessbandit")
     for key, low in (("total_steps", 1), ("tasks_per_step", 1), ("num_generations", 2), ("max_new_tokens", 1),
                      ("max_prompt_len", 1), ("micro_batches", 1), ("mini_batches", 1)):
         _check(p, int(config.get(key, low)) >= low, f"--config.{key}={config.get(key)}: must be >= {low}")
@@ -225,6 +230,16 @@ def check(config) -> list[str]:
         _check(p, int(config.get("mini_batches", 1)) == 1,
                f"--config.mini_batches={config.get('mini_batches')}: CoCA's teacher targets are taken for one update "
                f"per batch (theta_old = the current params); use 1")
+    if config.method in ("harnessbandit", "mixture", "mixture2") and not p:
+        from harnessrl_jax.methods.arms import check_names
+        from harnessrl_jax.methods.mixture import mixture_arms
+
+        bandit = method_config(config, "bandit")
+        key = "bandit.arms" if config.method == "harnessbandit" else \
+            ("mixture.pair" if config.method == "mixture2" else "mixture.arms")
+        names = bandit.arms if config.method == "harnessbandit" else mixture_arms(config, config.method)
+        p += [f"--config.{key}: {e}" for e in check_names(names)]
+        p += [f"--config.bandit.heldout_arm: {e}" for e in check_names([bandit.heldout_arm])]
 
     m = config.memory
     _check(p, -1.0 <= float(m.min_cosine) <= 1.0, f"--config.memory.min_cosine={m.min_cosine}: must be in [-1, 1]")

@@ -10,8 +10,10 @@
     result      = parts.after_judge(step, groups, H, result)   a published rule's harness updates (methods.updates)
     memory.append_step(step, draw records)
     H'          = transitions.advance_schedule(result.state, step + 1)
-    advantages  = compute_advantages(rewards under c_t or c_{t+1}); sampler.observe(idx, rewards)
+    advantages  = compute_advantages(rewards under c_t or c_{t+1}, or the arms' own rubric, parts.criteria);
+                  sampler.observe(idx, rewards)
     state       = train_on_rollouts(run, state, rollouts in the guided or bare context, advantages, u)
+                  (and the gradient sketch for a method with `sketch`: sampler.after_update(advantages, sketch))
 
 `Stepper` runs this for any `methods.Method`; the stages are plain functions, and `sample_groups` is the one place
 that renders, generates with the config's sampling settings and groups by task: training, the critic's
@@ -166,34 +168,42 @@ def compute_advantages(rewards: np.ndarray, estimator: str) -> tuple[np.ndarray,
 
 
 def train_on_rollouts(run: build.Run, state: TrainState, rollouts: Rollouts, advantages: np.ndarray,
-                      weights: np.ndarray) -> tuple[TrainState, dict[str, float]]:
+                      weights: np.ndarray, *, return_sketch: bool = False):
     """Pack the rollouts into the fixed-shape batch and run the sharded step; `state` is donated. `weights` [T] is
-    each task's u, applied to every one of its rows.
+    each task's u, applied to every one of its rows. Returns (state, metrics), and with `return_sketch` the
+    gradient sketch as well (HarnessBandit; the trainer needs a sketch_spec).
 
     With config.mini_batches = n > 1 the batch is split into n consecutive row blocks, each one optimiser update;
-    the old policy's logprobs of every block are computed before the first update. Metrics are the mean over the
-    n updates.
+    the old policy's logprobs of every block are computed before the first update. Metrics, and the sketch, are
+    the mean over the n updates.
     """
     J = rollouts.num_samples // len(weights)
     batch = build_batch(rollouts, advantages.reshape(-1), np.repeat(np.asarray(weights, np.float32), J),
                         seq_len=run.seq_len, pad_id=run.engine.pad_id, num_rows=run.rows)
-    return train_on_batch(run, state, batch)
+    return train_on_batch(run, state, batch, return_sketch=return_sketch)
 
 
-def train_on_batch(run: build.Run, state: TrainState, batch) -> tuple[TrainState, dict[str, float]]:
-    """Run the sharded step on a packed batch (rl.batch.TrainBatch; see train_on_rollouts for mini-batches)."""
+def train_on_batch(run: build.Run, state: TrainState, batch, *, return_sketch: bool = False):
+    """Run the sharded step on a packed batch (rl.batch.TrainBatch; see train_on_rollouts for mini-batches and
+    the sketch)."""
     n = run.config.get("mini_batches", 1)
+    kw = {"return_sketch": True} if return_sketch else {}
     if n == 1:
-        state, metrics = run.trainer.step(state, run.trainer.put_batch(batch), run.ref_params)
-        return state, {f"train/{k}": v for k, v in metrics_to_host(metrics).items()}
+        state, metrics, *sketch = run.trainer.step(state, run.trainer.put_batch(batch), run.ref_params, **kw)
+        metrics = {f"train/{k}": v for k, v in metrics_to_host(metrics).items()}
+        return (state, metrics, np.asarray(to_host(sketch[0]))) if return_sketch else (state, metrics)
     size = run.rows // n
     blocks = [run.trainer.put_batch(batch.rows(slice(i * size, (i + 1) * size))) for i in range(n)]
     blocks = [b._replace(old_logprobs=run.trainer.logprobs(state.params, b)) for b in blocks]
-    updates = []
+    updates, sketches = [], []
     for block in blocks:
-        state, metrics = run.trainer.step(state, block, run.ref_params)
+        state, metrics, *sketch = run.trainer.step(state, block, run.ref_params, **kw)
         updates.append(metrics_to_host(metrics))
-    return state, {f"train/{k}": float(np.mean([m[k] for m in updates])) for k in updates[0]}
+        sketches += [np.asarray(to_host(s), np.float64) for s in sketch]
+    metrics = {f"train/{k}": float(np.mean([m[k] for m in updates])) for k in updates[0]}
+    if return_sketch:
+        return state, metrics, np.mean(sketches, axis=0).astype(np.float32)
+    return state, metrics
 
 
 def step_seed(state: TrainState, step: int) -> int:
@@ -312,7 +322,7 @@ class Stepper:
         self.evolver, cold = build_evolver(config, self.method, self.memory, self.client)
         self.parts = method_parts.build(self.method, config, self.tasks, memory=self.memory,
                                         client=self.client if h.proposer == "llm" else None,
-                                        critic=self.evolver.critic, workdir=self.workdir)
+                                        critic=self.evolver.critic, workdir=self.workdir, sampler=self.sampler)
         if extra:
             self.harness = HarnessState.from_dict(extra["harness"])
             if self.harness.task_ids != tuple(t.id for t in self.tasks):
@@ -428,6 +438,11 @@ class Stepper:
                                                   [H_next.criteria(t.id) for t in tasks])
             timings["time/judge"] += time.perf_counter() - start
         if scheme is None:
+            arm_criteria = self.parts.criteria(H, tasks)  # arms with their own rubric (HarnessBandit's snapshots)
+            if arm_criteria is not None:
+                start = time.perf_counter()
+                _, train_rewards, _ = score_responses(run.judge, tasks, groups.responses, arm_criteria)
+                timings["time/judge"] += time.perf_counter() - start
             advantages, adv_metrics = compute_advantages(train_rewards, cfg.advantage)
             self.sampler.observe(idx, train_rewards)  # a learning sampler's update (SEC's values)
 
@@ -436,7 +451,12 @@ class Stepper:
             rollouts = groups.rollouts
             if method.loss_context == "bare":
                 rollouts = bare_context(run, tasks, rollouts)
-            state, train_metrics = train_on_rollouts(run, state, rollouts, advantages, u)
+            if method.sketch:  # the update's gradient sketch, for the sampler's observation (HarnessBandit)
+                state, train_metrics, sketch = train_on_rollouts(run, state, rollouts, advantages, u,
+                                                                 return_sketch=True)
+                self.sampler.after_update(advantages, sketch)
+            else:
+                state, train_metrics = train_on_rollouts(run, state, rollouts, advantages, u)
             build.push_weights(run, state.params)
             timings["time/train"] = time.perf_counter() - start
 

@@ -15,6 +15,9 @@ WORKDIR/checkpoints; 0: the config's initial weights, no checkpoint needed), and
   set in disguise); --split=train evaluates the training tasks, labelled so; --split=none skips in-domain.
 - OOD (harnessrl_jax.eval.ood), with --ood=NAME=PATH,...: each benchmark's released file(s) from a local path,
   --ood_samples responses per item, scored by the benchmark's own rule; WritingBench by the configured judge.
+- under harness arms (HarnessBandit, harnessrl_jax.eval.harness_arms), with --arms=plain,persona_roleplay: the
+  in-domain tasks under each arm's prompt and rubric: mean score, pass@J and pass^J at --pass_threshold (default
+  config.bandit.pass_threshold, AMB-2.5), in eval.json's "arms" block.
 eval.json (or --out) is written atomically:
 
     {"step", "split", "config", "tasks", "num_samples", "seed_rubric": {"mean", "ci95"}, "oracle": {...},
@@ -47,13 +50,18 @@ flags.DEFINE_integer("ood_samples", None, "Responses per OOD item (default: --nu
 flags.DEFINE_integer("ood_max_new_tokens", None, "Token budget of OOD answers (default: config.max_new_tokens).")
 flags.DEFINE_integer("seed", 10_000, "Sampling seed (the same seed for every checkpoint compared).")
 flags.DEFINE_string("out", "", "Output path (default: WORKDIR/eval.json).")
+flags.DEFINE_list("arms", [], "Harness arms to evaluate under (methods.arms names or snapshot:PATH; 'heldout' is "
+                  "config.bandit.heldout_arm): mean, pass@J, pass^J.")
+flags.DEFINE_float("pass_threshold", None, "Reward a response passes at, for pass@J / pass^J (default: "
+                   "config.bandit.pass_threshold).")
 flags.mark_flags_as_required(["config", "workdir"])
 FLAGS = flags.FLAGS
 
 
 def run_eval(config, workdir: str, *, step: int | None = None, split: str = "heldout", heldout: str = "",
              num_samples: int | None = None, ood=(), ood_samples: int | None = None,
-             ood_max_new_tokens: int | None = None, seed: int = 10_000, out: str = "") -> dict:
+             ood_max_new_tokens: int | None = None, seed: int = 10_000, out: str = "", arms=(),
+             pass_threshold: float | None = None) -> dict:
     """Evaluates and writes the eval.json; returns its content."""
     from harnessrl_jax import build, configs
     from harnessrl_jax.eval import eval_tasks, evaluate, restore_policy, save_eval, split_label
@@ -62,6 +70,15 @@ def run_eval(config, workdir: str, *, step: int | None = None, split: str = "hel
     specs = ood_lib.parse_specs(ood)
     if split == "none" and not specs:
         raise cli.UserError("--split=none evaluates nothing in-domain: give --ood benchmarks")
+    if split == "none" and arms:
+        raise cli.UserError("--arms evaluates the in-domain tasks under each arm: not with --split=none")
+    bandit = configs.method_config(config, "bandit")
+    arms = [bandit.heldout_arm if a == "heldout" else a for a in arms]
+    from harnessrl_jax.methods.arms import check_names
+
+    if check_names(arms):
+        raise cli.UserError("--arms: " + "; ".join(check_names(arms)))
+    threshold = bandit.pass_threshold if pass_threshold is None else float(pass_threshold)
     n = num_samples or config.num_generations
     out = out or os.path.join(workdir, "eval.json")
     configs.validate(config)
@@ -69,12 +86,17 @@ def run_eval(config, workdir: str, *, step: int | None = None, split: str = "hel
     judge = ood_lib.judge_from_config(config) if "writingbench" in specs else None
     try:
         step = restore_policy(run, workdir, step)
-        result = label = None
+        result = label = arm_blocks = None
         if split != "none":
             tasks = eval_tasks(run, split, heldout)
             label = split_label(config, split, heldout)
             logging.info("evaluating step %d on %d tasks x %d samples (%s)", step, len(tasks), n, label)
             result = evaluate(run, tasks, num_samples=n, seed=seed, progress=logging.info)
+            if arms:
+                from harnessrl_jax.eval.harness_arms import evaluate_arm
+
+                arm_blocks = {a: evaluate_arm(run, tasks, a, num_samples=n, seed=seed, threshold=threshold)
+                              for a in arms}
         ood_block = ood_lib.evaluate_ood(run, specs, num_samples=ood_samples or n, seed=seed, judge=judge,
                                          max_new_tokens=ood_max_new_tokens, progress=logging.info) if specs else None
     finally:
@@ -82,6 +104,8 @@ def run_eval(config, workdir: str, *, step: int | None = None, split: str = "hel
         if judge is not None:
             judge.close()
     extra = {"ood": ood_block} if ood_block is not None else {}
+    if arm_blocks:
+        extra["arms"] = arm_blocks
     if result is not None:
         return save_eval(out, result, step=step, split=label, model=config.model_name, seed=seed, extra=extra)
     return save_json(out, {"step": step, "split": None, "config": config.model_name, "seed": seed, **extra})
@@ -102,7 +126,8 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     s = run_eval(FLAGS.config, FLAGS.workdir, step=FLAGS.step, split=FLAGS.split, heldout=FLAGS.heldout,
                  num_samples=FLAGS.num_samples, ood=FLAGS.ood, ood_samples=FLAGS.ood_samples,
-                 ood_max_new_tokens=FLAGS.ood_max_new_tokens, seed=FLAGS.seed, out=FLAGS.out)
+                 ood_max_new_tokens=FLAGS.ood_max_new_tokens, seed=FLAGS.seed, out=FLAGS.out, arms=FLAGS.arms,
+                 pass_threshold=FLAGS.pass_threshold)
 
     def fmt(x):
         return "n/a" if x["mean"] is None else f"{x['mean']:.1f} [{x['ci95'][0]:.1f}, {x['ci95'][1]:.1f}]"
@@ -114,6 +139,10 @@ def main(argv):
         for d, r in s["per_domain"].items():
             print(f"{d:<22}{fmt(r['seed_rubric']):>24}{fmt(r['oracle']):>24}")
         print("criteria: " + ", ".join(f"{k} {v:.1%}" for k, v in s["taxonomy"].items() if v is not None))
+    for name, r in (s.get("arms") or {}).items():
+        print(f"arm {name:<20} mean {r['mean'] if r['mean'] is None else round(r['mean'], 1)}, "
+              f"pass@{r['num_samples']} {r['pass_at_j']}, pass^{r['num_samples']} {r['pass_all_j']} "
+              f"(reward >= {r['threshold']:g})")
     for name, r in (s.get("ood") or {}).items():
         if name != "aggregate":
             subs = ", ".join(f"{k} {100 * v:.1f}%" if k.endswith("_share") else f"{k} {v:.1f}" for k, v in r.items()

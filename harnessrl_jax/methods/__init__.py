@@ -21,6 +21,8 @@ evolver (`rule_updates`). The stateful parts behind those names are built by `pa
     sec         SEC's curriculum bandit over task arms (3.7)
     coca        CoCA: query-only and rubric-guided groups, per-visit calibration, frontier-guided self-distillation
                 (methods.md 1; its scheme replaces the group and train stages: methods.coca_step)
+    harnessbandit   one prompt harness (arm) per step, scheduled by learnability x transferability (2)
+    mixture     every batch mixes all of HarnessBandit's arms; mixture2: two of them (2.12)
 
 Add a method by registering a function from the config to its description here (docs/design.md, "Adding a
 method").
@@ -30,20 +32,19 @@ from __future__ import annotations
 
 from typing import Callable
 
-from harnessrl_jax.methods.amaris import amaris, amaris_pp
-from harnessrl_jax.methods.coca import coca
+# The method modules stay the package's attributes (`harnessrl_jax.methods.ruscarl.scaffold_ratios`,
+# `...sec.update_values`, `...coca.diagnose`, `...harnessbandit.selection_probs` are DESIGN contracts): the registry
+# holds their functions without rebinding the module names.
+from harnessrl_jax.methods import (amaris, coca, evorubric, grpo, harnessbandit, harnessrl, mixture, ruscarl, sec,
+                                   skillrl)
 from harnessrl_jax.methods.base import ADVANTAGE_RUBRICS, LOSS_CONTEXTS, Method
-from harnessrl_jax.methods.evorubric import evorubric
-from harnessrl_jax.methods.grpo import grpo
-from harnessrl_jax.methods.harnessrl import harnessrl
-from harnessrl_jax.methods.ruscarl import ruscarl
 from harnessrl_jax.methods.samplers import SAMPLERS, EpochSampler, HarnessSampler
-from harnessrl_jax.methods.sec import sec
-from harnessrl_jax.methods.skillrl import skillrl
 
 METHODS: dict[str, Callable[..., Method]] = {
-    "grpo": grpo, "harnessrl": harnessrl, "ruscarl": ruscarl, "skillrl": skillrl, "evorubric": evorubric,
-    "amaris": amaris, "amaris_pp": amaris_pp, "sec": sec, "coca": coca}
+    "grpo": grpo.grpo, "harnessrl": harnessrl.harnessrl, "ruscarl": ruscarl.ruscarl, "skillrl": skillrl.skillrl,
+    "evorubric": evorubric.evorubric, "amaris": amaris.amaris, "amaris_pp": amaris.amaris_pp, "sec": sec.sec,
+    "coca": coca.coca, "harnessbandit": harnessbandit.harnessbandit_method, "mixture": mixture.mixture_method,
+    "mixture2": mixture.mixture2_method}
 
 
 def describe(config) -> Method:
@@ -54,4 +55,4 @@ def describe(config) -> Method:
 
 
 __all__ = ["ADVANTAGE_RUBRICS", "EpochSampler", "HarnessSampler", "LOSS_CONTEXTS", "METHODS", "Method", "SAMPLERS",
-           "describe", "grpo", "harnessrl"]
+           "describe"]

@@ -11,7 +11,7 @@ from harnessrl_jax.words import INTERFACES, Interface
 LOSS_CONTEXTS = ("guided", "bare")
 ADVANTAGE_RUBRICS = ("before", "after")
 # Who renders the rollout prompts: the harness's mounted fields, or a published guidance rule (methods.guidance).
-GUIDANCE_RULES = ("harness", "ruscarl", "skillrl")
+GUIDANCE_RULES = ("harness", "ruscarl", "skillrl", "arms")
 # A published rule that updates the harness after the evolver (methods.updates): none, or its name.
 RULE_UPDATES = ("", "evorubric", "amaris", "amaris_pp")
 # A scheme that replaces the group and train stages of the step: none (one group per task, trained as sampled or
@@ -39,6 +39,7 @@ class Method:
     tis_cap: float | None = None  # truncated importance sampling cap of the loss; None: config.loss.tis_cap
     scheme: str = ""  # SCHEMES: who samples the groups and builds the train rows (methods.coca_step)
     distill_coef: float = 0.0  # lambda_D of the train step's distillation term (CoCA's scheme)
+    sketch: bool = False  # the train step also returns the gradient sketch (HarnessBandit, rl.sketch)
 
     def __post_init__(self):
         object.__setattr__(self, "interfaces", tuple(Interface(i) for i in self.interfaces))

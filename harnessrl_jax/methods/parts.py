@@ -50,6 +50,11 @@ class Parts:
                             gated=self.method.rule_gated, source=self.rule.name)
         return result, proposal.dynamics
 
+    def criteria(self, harness, tasks) -> list | None:
+        """The rubric the advantages use when the guidance rule's arms bring their own (HarnessBandit's snapshot
+        arms), else None: the harness's."""
+        return self.guidance.criteria(harness, tasks) if hasattr(self.guidance, "criteria") else None
+
     def metrics(self) -> dict[str, float]:
         return {**self.guidance.metrics(), **self._metrics, **(self.scheme.metrics() if self.scheme else {})}
 
@@ -74,8 +79,9 @@ class Parts:
 
 
 def build(method: Method, config, tasks: Sequence, *, memory=None, client=None, critic=None,
-          workdir: str | None = None) -> Parts:
-    """The parts of `method` for a run over `tasks` (see the module docstring); a scheme logs under `workdir`."""
+          workdir: str | None = None, sampler=None) -> Parts:
+    """The parts of `method` for a run over `tasks` (see the module docstring); a scheme logs under `workdir`;
+    `sampler` is the run's (the arms of HarnessBandit follow its draw)."""
     from harnessrl_jax import configs
 
     if method.guidance == "ruscarl":
@@ -88,6 +94,14 @@ def build(method: Method, config, tasks: Sequence, *, memory=None, client=None, 
 
         guidance = SkillRLGuidance(configs.method_config(config, "skillrl"), tasks=tasks, client=client,
                                    memory=memory)
+    elif method.guidance == "arms":
+        from harnessrl_jax.methods.mixture import ArmsGuidance, mixture_arms, uniform_choice
+
+        if method.sampler == "bandit":  # the step's one arm, as the bandit drew it
+            guidance = ArmsGuidance(sampler.arm_names, lambda idx, seed: [sampler.arm] * len(idx))
+        else:
+            names = mixture_arms(config, method.name)
+            guidance = ArmsGuidance(names, uniform_choice(len(names)))
     else:
         guidance = HarnessGuidance()
     rule = None

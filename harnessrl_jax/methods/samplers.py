@@ -11,6 +11,8 @@
   variance, but it ignores p_t, so only a method whose sampling interface is frozen may use it.
 - `sec`: SEC's bandit over task arms (methods.sec): its own values, updated after each step by
   `sampler.observe(idx, rewards)`; it ignores p_t (HarnessRL's sampling interface is replaced where it is used).
+- `bandit`: HarnessBandit's scheduler (methods.harnessbandit): one harness arm per step, then the next tasks of
+  that arm's own pool; `sampler.after_update(advantages, sketch)` after the train step updates its values.
 
 `make(name, tasks, config)` builds one: a sampler class with `create(tasks, config)` reads its settings from the
 config, the others take (num_tasks, seed). Every sampler has `observe` (a no-op unless it learns) and `metrics`.
@@ -25,6 +27,7 @@ import jax
 import numpy as np
 
 from harnessrl_jax.harness.state import HarnessState, sample_tasks
+from harnessrl_jax.methods.harnessbandit import BanditSampler
 from harnessrl_jax.methods.sec import SECSampler
 
 
@@ -91,7 +94,7 @@ class EpochSampler:
         self.epoch, self.index = int(state.get("epoch", 0)), int(state.get("index", 0))
 
 
-SAMPLERS = {"harness": HarnessSampler, "epoch": EpochSampler, "sec": SECSampler}
+SAMPLERS = {"harness": HarnessSampler, "epoch": EpochSampler, "sec": SECSampler, "bandit": BanditSampler}
 
 
 def make(name: str, tasks, config):

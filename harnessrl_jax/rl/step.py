@@ -20,6 +20,9 @@ micro-batch adds lambda_D * KL_sum * D_pg / D_kl to its loss sum, so that after 
 denominator D_pg the objective is L_GRPO + lambda_D * sum KL_t / D_kl, both totals read from the whole batch's
 masks. It reuses the micro-batch's student forward; a batch without targets traces exactly the step above.
 
+With a `sketch_spec` (HarnessBandit, rl.sketch) the step also returns d fixed coordinates of the gradient the
+optimiser receives (a third, replicated output); without one it compiles exactly as before.
+
 Params and optimiser state are donated, so the update happens in place; the caller must not touch the old state
 after a step (an engine holding the old params gets the new ones via `update_weights`).
 """
@@ -40,6 +43,7 @@ from harnessrl_jax.models import ModelConfig, Params, forward, param_shapes
 from harnessrl_jax.models.sharding import BATCH_SPEC, partition_specs
 from harnessrl_jax.rl import distill, grpo
 from harnessrl_jax.rl.batch import TrainBatch
+from harnessrl_jax.rl.sketch import sketch
 
 
 class TrainState(NamedTuple):
@@ -82,7 +86,7 @@ class Trainer:
 
     def __init__(self, model_config: ModelConfig, optimizer: optax.GradientTransformation, mesh: Mesh,
                  loss: LossSettings = LossSettings(), *, schedule: optax.Schedule | None = None,
-                 micro_batches: int = 1):
+                 micro_batches: int = 1, sketch_spec=None):
         if model_config.param_dtype != "float32":
             # Master weights stay float32; compute_dtype chooses the precision of the matmuls.
             model_config = model_config.replace(param_dtype="float32")
@@ -99,8 +103,11 @@ class Trainer:
         self.batch_sharding = NamedSharding(mesh, BATCH_SPEC)
         self.data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
         self._init = self._logprobs = None
-        self._step = jax.jit(self._train_step, donate_argnums=0,
-                             out_shardings=(self.state_shardings(), self.replicated))
+        # HarnessBandit's gradient sketch (rl.sketch): one more, replicated output of the same step; None: the step
+        # compiles exactly as without it.
+        self.sketch_spec = sketch_spec
+        outs = (self.state_shardings(), self.replicated) + ((self.replicated,) if sketch_spec is not None else ())
+        self._step = jax.jit(self._train_step, donate_argnums=0, out_shardings=outs)
 
     # ------------------------------------------------------------------------------------------ placement
 
@@ -157,11 +164,16 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------------ step
 
-    def step(self, state: TrainState, batch: TrainBatch, ref_params: Params | None = None):
-        """One update: (new state, metrics as replicated scalars). `state` is donated; batch from put_batch."""
+    def step(self, state: TrainState, batch: TrainBatch, ref_params: Params | None = None, *,
+             return_sketch: bool = False):
+        """One update: (new state, metrics as replicated scalars), and the gradient sketch [d] (replicated) when
+        `return_sketch` (the trainer needs a sketch_spec). `state` is donated; batch from put_batch."""
         if self.loss.kl_coef and ref_params is None:
             raise ValueError("kl_coef > 0 needs ref_params (the frozen reference policy)")
-        return self._step(state, batch, ref_params if self.loss.kl_coef else None)
+        if return_sketch and self.sketch_spec is None:
+            raise ValueError("return_sketch needs a Trainer built with a sketch_spec")
+        out = self._step(state, batch, ref_params if self.loss.kl_coef else None)
+        return out if return_sketch or self.sketch_spec is None else out[:2]
 
     def compiles(self) -> int:
         """How many versions of the step have been compiled (1 in a healthy run)."""
@@ -321,7 +333,10 @@ class Trainer:
         )
         if self.schedule is not None:
             metrics["lr"] = jnp.asarray(self.schedule(state.step), jnp.float32)
-        return TrainState(params, opt_state, state.step + 1, state.rng), metrics
+        new_state = TrainState(params, opt_state, state.step + 1, state.rng)
+        if self.sketch_spec is not None:  # the optimiser's gradient, before clipping (which only rescales it)
+            return new_state, metrics, sketch(grads, self.sketch_spec)
+        return new_state, metrics
 
 
 def to_host(tree):

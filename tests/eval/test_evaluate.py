@@ -101,7 +101,7 @@ def test_eval_script_scores_the_trained_policy_above_the_seed_policy(tmp_path, l
     for step in ("0", ""):
         out = str(tmp_path / f"eval{step}.json")
         ev = run_script("eval.py", "--config=experiments/tiny_cpu.py", f"--workdir={workdir}", f"--out={out}",
-                        "--split=train", *([f"--step={step}"] if step else []))
+                        "--split=train", *([f"--step={step}"] if step else ["--arms=plain,heldout"]))
         assert ev.returncode == 0, ev.stderr[-3000:]
         scores[step or "latest"] = json.load(open(out))
     latest, seed = scores["latest"], scores["0"]
@@ -112,6 +112,13 @@ def test_eval_script_scores_the_trained_policy_above_the_seed_policy(tmp_path, l
     for key in ("tasks", "num_samples", "oracle", "per_domain", "taxonomy", "taxonomy_counts", "per_task",
                 "response_tokens_mean", "seconds"):
         assert key in latest, key
+    # under harness arms (HarnessBandit's evaluation): 'plain' is the bare prompt with the same seed and J
+    arms = latest["arms"]
+    assert set(arms) == {"plain", "persona_roleplay"}  # 'heldout' names config.bandit.heldout_arm
+    assert arms["plain"]["mean"] == pytest.approx(latest["seed_rubric"]["mean"])
+    assert arms["plain"]["threshold"] == 80.0 and arms["plain"]["num_samples"] == latest["num_samples"]
+    for block in arms.values():
+        assert 0.0 <= block["pass_all_j"] <= block["pass_at_j"] <= 1.0
     bad = run_script("eval.py", "--config=experiments/tiny_cpu.py", f"--workdir={workdir}", "--step=7", "--split=train")
     assert bad.returncode != 0 and "has no checkpoint at step 7; it has [15, 30]" in bad.stderr
     # the toy source has no held-out split: asking for one is an error, not the training tasks in disguise

@@ -1,7 +1,6 @@
 """EvoRubric's prune-regenerate-verify decisions against a NumPy re-derivation of its published rule on hand-made
 groups, and its updates entering the run as the evolver's do (gated by the critic or not, logged, in the memory)."""
 
-import importlib
 import json
 
 import numpy as np
@@ -137,7 +136,7 @@ def test_a_kept_set_is_one_whose_rewards_rank_the_group_as_its_peers_do(monkeypa
     S = np.array([[float(rules.check(c.rule_id, c.rule_kwargs, y)) for y in RESPONSES] for c in task.criteria])
     # set 2 holds pitfalls on what the best responses say: its rewards rank the group against its peers
     words = {0: ["honey"], 1: ["nectar"], 2: ["bees", "honey", "nectar"], 3: ["flowers"]}
-    evo = importlib.import_module("harnessrl_jax.methods.evorubric")  # the package attribute is the function
+    from harnessrl_jax.methods import evorubric as evo
 
     def fake_drafts(task, responses, rewards, points, *, size, seed, min_word_len):
         r = seed[2]

@@ -33,8 +33,23 @@ def test_every_registered_method_describes_itself_from_the_tiny_config(name):
     config = tiny(name)
     assert configs.check(config) == []
     m = methods.describe(config)
-    # every method draws tasks as HarnessRL's seed harness does, but SEC, whose mechanism is the sampler
-    assert isinstance(m, methods.Method) and m.name == name and m.sampler == ("sec" if name == "sec" else "harness")
+    # every method draws tasks as HarnessRL's seed harness does, but SEC and HarnessBandit, whose mechanism is the
+    # sampler
+    assert isinstance(m, methods.Method) and m.name == name
+    assert m.sampler == {"sec": "sec", "harnessbandit": "bandit"}.get(name, "harness")
+
+
+def test_the_contract_paths_resolve_as_written():
+    """DESIGN names functions by dotted path: registering a method must not rebind its module's name in the
+    package (the registry once held `ruscarl`, `sec` and `coca` under the modules' names)."""
+    import harnessrl_jax
+
+    for path in ("methods.ruscarl.scaffold_ratios", "methods.sec.update_values", "methods.sec.arm_probs",
+                 "methods.coca.diagnose", "methods.harnessbandit.selection_probs"):
+        obj = harnessrl_jax
+        for part in path.split("."):
+            obj = getattr(obj, part)
+        assert callable(obj) and obj.__module__ == "harnessrl_jax." + path.rsplit(".", 1)[0], path
 
 
 def test_grpo_is_the_harness_with_every_interface_frozen_and_the_same_sampler():
@@ -146,9 +161,22 @@ def run(tiny_setup):
 
 def stepper_for(run, config, workdir):
     config = config.copy_and_resolve_references()
-    stepper = loop.Stepper(dataclasses.replace(run, config=config), methods.describe(config), str(workdir))
+    run = dataclasses.replace(run, config=config)
+    if methods.describe(config).sketch:  # HarnessBandit: the same step, returning the gradient sketch too
+        run = with_sketch(run, config)
+    stepper = loop.Stepper(run, methods.describe(config), str(workdir))
     stepper.start(None)
     return stepper
+
+
+def with_sketch(run, config):
+    """The run with a trainer whose step also returns config.bandit's gradient sketch (as build.setup makes it)."""
+    from harnessrl_jax.rl.step import Trainer
+
+    t = run.trainer
+    trainer = Trainer(t.model_config, t.optimizer, t.mesh, t.loss, schedule=t.schedule, micro_batches=t.micro_batches,
+                      sketch_spec=build.sketch_spec(config, run.model_config))
+    return dataclasses.replace(run, trainer=trainer)
 
 
 STEP_CONFIGS = [(name, {}) for name in sorted(methods.METHODS)] + [

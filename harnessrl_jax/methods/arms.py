@@ -1,0 +1,160 @@
+"""HarnessBandit's arms in a rubric codebase (methods.md 2.2, AMB-2.1): named, frozen prompt harnesses over the same
+tasks. An arm is a renderer (where a system prompt or an instruction goes around the task's messages) and a rubric
+transform (identity unless the arm says otherwise):
+
+    plain          the task's messages under the chat template (the seed harness; the evaluation's training arm)
+    sys_helpful    + a generic assistant system prompt
+    sys_expert     + a domain-expert system prompt (the task's domain)
+    structured     + "headings and bullet points" after the request
+    concise        + "be concise" after the request
+    plan_first     + "first list the key points, then answer" after the request
+    persona_roleplay   the held-out arm: a role-play system prompt, never trained on
+    rubric_hint    optional, not in the default six: every criterion in a system message (privileged information)
+    snapshot:PATH  a frozen HarnessRL harness: a HarnessState JSON, or a HarnessRL run's checkpoint extra
+                   (RUN/checkpoints/<step>/extra/metadata, whose "harness" it reads): its mounted guidance fields
+                   after the request and its rubric c_t
+
+Texts are the files `methods/prompts/arm_<name>.txt` ({domain}, {criteria} are their placeholders).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Callable, Sequence
+
+from harnessrl_jax.evolver import templates
+from harnessrl_jax.methods.guidance import PROMPTS_DIR, Messages, PromptBudget, TaskPrompts, after_last_user, \
+    with_system
+
+DEFAULT_ARMS = ("plain", "sys_helpful", "sys_expert", "structured", "concise", "plan_first")
+HELDOUT_ARM = "persona_roleplay"
+SNAPSHOT = "snapshot:"
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmSpec:
+    """One arm: `messages(task, criteria)` renders a task (criteria: the task's rubric as the run holds it);
+    `rubric(task, criteria)` is the rubric its rollouts are scored with."""
+
+    name: str
+    messages: Callable[..., Messages]
+    rubric: Callable[..., tuple] = lambda task, criteria: tuple(criteria)
+    fields: Callable[..., tuple] | None = None  # a snapshot arm's mounted (name, text) fields of a task
+
+
+def _text(name: str, **values) -> str:
+    return templates.fill(templates.load(os.path.join(PROMPTS_DIR, f"arm_{name}.txt")), **values).strip()
+
+
+def _plain(task, criteria) -> Messages:
+    return tuple(dict(m) for m in task.prompt)
+
+
+def _system(name: str, **fixed):
+    def render(task, criteria):
+        values = {k: v(task, criteria) for k, v in fixed.items()}
+        return with_system(task.prompt, _text(name, **values))
+    return render
+
+
+def _instruction(name: str):
+    return lambda task, criteria: after_last_user(task.prompt, _text(name))
+
+
+def _criteria_list(task, criteria) -> str:
+    return "\n".join(f"- {c.text} ({c.points:+g})" for c in criteria)
+
+
+ARMS: dict[str, ArmSpec] = {
+    "plain": ArmSpec("plain", _plain),
+    "sys_helpful": ArmSpec("sys_helpful", _system("sys_helpful")),
+    "sys_expert": ArmSpec("sys_expert", _system("sys_expert", domain=lambda task, _: task.domain or "this field")),
+    "structured": ArmSpec("structured", _instruction("structured")),
+    "concise": ArmSpec("concise", _instruction("concise")),
+    "plan_first": ArmSpec("plan_first", _instruction("plan_first")),
+    "persona_roleplay": ArmSpec("persona_roleplay", _system("persona_roleplay")),
+    "rubric_hint": ArmSpec("rubric_hint", _system("rubric_hint", criteria=_criteria_list)),
+}
+
+
+def snapshot_arm(path: str) -> ArmSpec:
+    """A frozen HarnessRL harness as an arm: its guidance fields rendered after the request, its rubric scored;
+    tasks it does not hold get the bare prompt and the run's rubric."""
+    from harnessrl_jax.harness.render import guided_messages, task_fields
+    from harnessrl_jax.harness.state import HarnessState
+
+    if not os.path.isfile(path):
+        raise ValueError(f"snapshot arm {path!r}: no such file (a HarnessState JSON)")
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    state = HarnessState.from_dict(data.get("harness", data))  # a bare state or an extra holding one
+
+    def fields(task):
+        return task_fields(state.guidance, state.index(task.id)) if state.has_task(task.id) else ()
+
+    def rubric(task, criteria):
+        return state.criteria(task.id) if state.has_task(task.id) else tuple(criteria)
+
+    return ArmSpec(f"{SNAPSHOT}{path}", lambda task, criteria: tuple(guided_messages(task.prompt, fields(task))),
+                   rubric, fields)
+
+
+def arm(name: str) -> ArmSpec:
+    """The registered arm `name`, or the snapshot arm of `snapshot:PATH`."""
+    if name.startswith(SNAPSHOT):
+        return snapshot_arm(name[len(SNAPSHOT):])
+    if name not in ARMS:
+        raise ValueError(f"unknown arm {name!r}: known {sorted(ARMS)} or {SNAPSHOT}PATH")
+    return ARMS[name]
+
+
+def check_names(names: Sequence[str]) -> list[str]:
+    """Problems with arm names (unknown names, missing snapshot files), without loading anything."""
+    out = []
+    for name in names:
+        if name.startswith(SNAPSHOT):
+            if not os.path.isfile(name[len(SNAPSHOT):]):
+                out.append(f"arm {name!r}: no such HarnessState JSON file")
+        elif name not in ARMS:
+            out.append(f"unknown arm {name!r}: known {sorted(ARMS)} or {SNAPSHOT}PATH")
+    return out
+
+
+def arm_prompts(spec: ArmSpec, tasks: Sequence, criteria: Sequence[Sequence], budget: PromptBudget | None
+                ) -> list[TaskPrompts]:
+    """One prompt per task under the arm; a prompt over the budget is sampled bare (`over_budget`), a snapshot's
+    fields are first shortened to fit (render.fit_fields)."""
+    from harnessrl_jax.harness.render import fit_fields, guided_messages
+
+    out = []
+    for task, crit in zip(tasks, criteria):
+        bare = tuple(dict(m) for m in task.prompt)
+        if spec.fields is not None:
+            fs = spec.fields(task)
+            cut = False
+            if fs and budget is not None:
+                fitted, cut = fit_fields(budget.tokenizer, task.prompt, fs, budget.limit)
+                if fitted is None:
+                    out.append(TaskPrompts((bare,), over_budget=True))
+                    continue
+                fs = fitted
+            out.append(TaskPrompts((tuple(guided_messages(task.prompt, fs)),), guided=bool(fs), shortened=cut))
+            continue
+        messages = spec.messages(task, crit)
+        guided = messages != bare
+        if guided and budget is not None and not budget.fits(messages):
+            out.append(TaskPrompts((bare,), over_budget=True))
+        else:
+            out.append(TaskPrompts((messages,), guided=guided))
+    return out
+
+
+def arm_criteria(spec: ArmSpec, tasks: Sequence, criteria: Sequence[Sequence]) -> list[tuple]:
+    """Each task's rubric under the arm's transform."""
+    return [tuple(spec.rubric(t, c)) for t, c in zip(tasks, criteria)]
+
+
+__all__ = ["ARMS", "ArmSpec", "DEFAULT_ARMS", "HELDOUT_ARM", "arm", "arm_criteria", "arm_prompts",
+           "check_names", "snapshot_arm"]
