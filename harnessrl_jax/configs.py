@@ -179,6 +179,9 @@ def check(config) -> list[str]:
     _check(p, config.temperature > 0, f"--config.temperature={config.temperature}: must be > 0 (training samples)")
     _check(p, 0 < config.top_p <= 1, f"--config.top_p={config.top_p}: must be in (0, 1]")
     _one_of(p, config.advantage, sorted(grpo.ADVANTAGE_FNS), "advantage")
+    _check(p, config.method not in ("harnessbandit", "mixture", "mixture2") or config.advantage == "rloo",
+           f"--config.advantage={config.advantage!r}: {config.method} trains with Dr.GRPO's leave-one-out baseline "
+           f"(methods.md 2.3): set --config.advantage=rloo (the `:method={config.method}` config argument sets it)")
     _one_of(p, config.loss.agg, ("token-mean", "sequence-mean-token-mean"), "loss.agg")
     _one_of(p, config.loss.get("name", "grpo"), sorted(grpo.LOSS_FNS), "loss.name")
     _check(p, int(config.checkpoint.every) >= 1, f"--config.checkpoint.every={config.checkpoint.every}: must be >= 1")

@@ -132,6 +132,10 @@ def apply_overrides(config, overrides: dict[str, str]):
                 node[last] = type(old)(value)
             else:
                 node[last] = value
+    if "method" in overrides and "advantage" not in overrides:  # what its paper fixes beyond its parts
+        from experiments import base
+
+        base.apply_method_defaults(config)
     return config
 
 

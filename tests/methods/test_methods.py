@@ -107,6 +107,7 @@ def test_every_threshold_in_the_config_reaches_its_part():
     (lambda c: c.harness.update(loss_context="sideways"), "--config.harness.loss_context"),
     (lambda c: c.tasks.update(sampler="epoch"), "--config.tasks.sampler"),  # harnessrl moves p_t
     (lambda c: c.update(method="no_such_method"), "--config.method"),
+    (lambda c: c.update(method="harnessbandit"), "--config.advantage"),  # a flag, not `:method=`: grpo's advantage
     (lambda c: c.judge.update(kind="openai"), "--config.judge.base_url"),
     (lambda c: c.harness.update(proposer="llm"), "--config.evolver_model.base_url"),
     (lambda c: c.memory.update(embedder="default"), "--config.memory.min_cosine"),
