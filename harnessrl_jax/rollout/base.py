@@ -50,3 +50,29 @@ class RolloutEngine(Protocol):
     def update_weights(self, params) -> None:
         """Use these policy params from the next `generate` on."""
         ...
+
+
+def checked_prompts(prompts, tokenizer, *, n: int, max_new_tokens: int, top_p: float,
+               vocab_size: int | None = None) -> list[list[int]]:
+    """The checks every engine's `generate` makes, and its prompts as token ids (text encoded by `tokenizer`):
+    n >= 1, max_new_tokens >= 1, top_p in (0, 1], at least one prompt, none empty, ids inside `vocab_size`."""
+    if n < 1 or max_new_tokens < 1:
+        raise ValueError(f"need n >= 1 and max_new_tokens >= 1 (got n={n}, max_new_tokens={max_new_tokens})")
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    out = []
+    for i, p in enumerate(prompts):
+        if isinstance(p, str):
+            if tokenizer is None:
+                raise ValueError(f"prompt {i} is text but the engine has no tokenizer")
+            p = tokenizer.encode(p)
+        p = [int(t) for t in p]
+        if not p:
+            raise ValueError(f"prompt {i} is empty")
+        bad = [t for t in p if vocab_size is not None and not 0 <= t < vocab_size]
+        if bad:
+            raise ValueError(f"prompt {i} has token id {bad[0]} outside the vocabulary [0, {vocab_size})")
+        out.append(p)
+    if not out:
+        raise ValueError("no prompts given")
+    return out

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from harnessrl_jax.models import ModelConfig, Params, forward_cached, init_cache
-from harnessrl_jax.rollout.base import Rollouts
+from harnessrl_jax.rollout.base import Rollouts, checked_prompts
 
 
 def _round_up(x: int, multiple: int) -> int:
@@ -114,32 +114,11 @@ class JaxEngine:
     def update_weights(self, params: Params) -> None:
         self.params = params
 
-    def _encode(self, prompts) -> list[list[int]]:
-        out = []
-        for i, p in enumerate(prompts):
-            if isinstance(p, str):
-                if self.tokenizer is None:
-                    raise ValueError(f"prompt {i} is text but the engine has no tokenizer")
-                p = self.tokenizer.encode(p)
-            p = [int(t) for t in p]
-            if not p:
-                raise ValueError(f"prompt {i} is empty")
-            bad = [t for t in p if not 0 <= t < self.config.vocab_size]
-            if bad:
-                raise ValueError(f"prompt {i} has token id {bad[0]} outside the vocabulary [0, {self.config.vocab_size})")
-            out.append(p)
-        return out
-
     def generate(self, prompts, n: int = 1, *, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
                  top_k: int = 0, seed: int = 0) -> Rollouts:
         """Sample n continuations of each prompt; see `Rollouts` for the layout."""
-        if n < 1 or max_new_tokens < 1:
-            raise ValueError(f"need n >= 1 and max_new_tokens >= 1 (got n={n}, max_new_tokens={max_new_tokens})")
-        if not 0.0 < top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-        prompt_ids = self._encode(prompts)
-        if not prompt_ids:
-            raise ValueError("no prompts given")
+        prompt_ids = checked_prompts(prompts, self.tokenizer, n=n, max_new_tokens=max_new_tokens, top_p=top_p,
+                                     vocab_size=self.config.vocab_size)
         for i, p in enumerate(prompt_ids):
             if len(p) + max_new_tokens > self.max_context:
                 raise ValueError(

@@ -34,7 +34,7 @@ from typing import Sequence
 import httpx
 import numpy as np
 
-from harnessrl_jax.rollout.base import Rollouts
+from harnessrl_jax.rollout.base import Rollouts, checked_prompts
 
 log = logging.getLogger(__name__)
 
@@ -199,29 +199,10 @@ class SGLangEngine:
 
     # ------------------------------------------------------------------------------------------ generate
 
-    def _encode(self, prompts) -> list[list[int]]:
-        out = []
-        for i, p in enumerate(prompts):
-            if isinstance(p, str):
-                if self.tokenizer is None:
-                    raise ValueError(f"prompt {i} is text but the engine has no tokenizer")
-                p = self.tokenizer.encode(p)
-            p = [int(t) for t in p]
-            if not p:
-                raise ValueError(f"prompt {i} is empty")
-            out.append(p)
-        return out
-
     def generate(self, prompts, n: int = 1, *, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
                  top_k: int = 0, seed: int = 0) -> Rollouts:
         """n samples of every prompt from the servers; see `Rollouts` and the module docstring."""
-        if n < 1 or max_new_tokens < 1:
-            raise ValueError(f"need n >= 1 and max_new_tokens >= 1 (got n={n}, max_new_tokens={max_new_tokens})")
-        if not 0.0 < top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-        prompt_ids = self._encode(prompts)
-        if not prompt_ids:
-            raise ValueError("no prompts given")
+        prompt_ids = checked_prompts(prompts, self.tokenizer, n=n, max_new_tokens=max_new_tokens, top_p=top_p)
         if _process_count() > 1:
             return _broadcast(self._generate(prompt_ids, n, max_new_tokens, temperature, top_p, top_k, seed)
                               if self._leader else None)
