@@ -12,13 +12,13 @@ off the machine while it runs.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
+
+from harnessrl_jax.timing import matmul_rate, median_time  # noqa: E402
 
 flags.DEFINE_list("shapes", ["1x2048x32", "4x512x32", "8x256x16"], "batch x tokens x value heads.")
 flags.DEFINE_integer("chunk", 64, "DeltaNet chunk length.")
@@ -26,27 +26,6 @@ flags.DEFINE_integer("head_dim", 128, "Key and value head dimension.")
 flags.DEFINE_integer("repeats", 3, "Timed repeats per measurement (median reported).")
 flags.DEFINE_bool("recurrent", True, "Also time the token-by-token recurrence.")
 FLAGS = flags.FLAGS
-
-
-def _median_time(fn, repeats: int) -> float:
-    fn()  # compile and warm up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def matmul_rate(n: int = 2048, repeats: int = 5) -> float:
-    """Float32 FLOP/s of a large jitted matmul: this machine's practical peak."""
-    import jax
-    import jax.numpy as jnp
-
-    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
-    b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32)
-    mm = jax.jit(lambda a, b: a @ b)
-    return 2 * n**3 / _median_time(lambda: mm(a, b).block_until_ready(), repeats)
 
 
 def inputs(batch: int, tokens: int, heads: int, dim: int):
@@ -92,9 +71,9 @@ def main(argv):
                                                     linear_value_head_dim=FLAGS.head_dim, chunk_size=FLAGS.chunk)
         xs = inputs(b, t, h, FLAGS.head_dim)
         flops = b * gdn_flops(config, t)
-        fwd = _median_time(lambda: chunked(*xs).block_until_ready(), FLAGS.repeats)
-        both = _median_time(lambda: jax.block_until_ready(grads(*xs)), FLAGS.repeats)
-        rec = _median_time(lambda: recurrent(*xs).block_until_ready(), FLAGS.repeats) if FLAGS.recurrent else None
+        fwd = median_time(lambda: chunked(*xs).block_until_ready(), FLAGS.repeats)
+        both = median_time(lambda: jax.block_until_ready(grads(*xs)), FLAGS.repeats)
+        rec = median_time(lambda: recurrent(*xs).block_until_ready(), FLAGS.repeats) if FLAGS.recurrent else None
         rate = 3 * flops / both
         rows.append((spec, f"{flops / 1e9:.2f}", f"{fwd * 1e3:.0f}", f"{flops / fwd / 1e9:.1f}", f"{both * 1e3:.0f}",
                      f"{rate / 1e9:.1f}", f"{rate / peak:.2f}", "-" if rec is None else f"{rec * 1e3:.0f}"))

@@ -10,7 +10,6 @@ machine's measured float32 matmul rate. Keep other work off the machine while it
 from __future__ import annotations
 
 import os
-import statistics
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -18,6 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from absl import flags
 
 from harnessrl_jax import cli  # noqa: E402
+from harnessrl_jax.timing import matmul_rate, median_time  # noqa: E402
 
 flags.DEFINE_list("batches", ["1", "8"], "Batch sizes (prompts decoded together).")
 flags.DEFINE_integer("new_tokens", 64, "New tokens per row.")
@@ -30,27 +30,6 @@ QUESTIONS = [
     "Name three rivers in Europe.", "Summarise the plot of Hamlet.", "How do vaccines work?",
     "Give me a recipe for pancakes.", "What causes tides?",
 ]
-
-
-def _median_time(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def matmul_rate(n: int = 2048, repeats: int = 5) -> float:
-    """Float32 FLOP/s of a large jitted matmul: this machine's practical peak."""
-    import jax
-    import jax.numpy as jnp
-
-    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
-    b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32)
-    mm = jax.jit(lambda a, b: a @ b)
-    mm(a, b).block_until_ready()
-    return 2 * n**3 / _median_time(lambda: mm(a, b).block_until_ready(), repeats)
 
 
 def main(argv):
@@ -80,7 +59,7 @@ def main(argv):
         start = time.perf_counter()
         run_jax()
         compile_s = time.perf_counter() - start
-        jax_s = _median_time(run_jax, FLAGS.repeats)
+        jax_s = median_time(run_jax, FLAGS.repeats, warmup=False)
 
         # transformers: the same prompts left-padded, as its batched generate expects.
         width = max(map(len, prompts))
@@ -94,7 +73,7 @@ def main(argv):
             assert out.shape[1] == width + n_new
 
         run_hf()
-        hf_s = _median_time(run_hf, FLAGS.repeats)
+        hf_s = median_time(run_hf, FLAGS.repeats, warmup=False)
         rows.append((batch, batch * n_new / jax_s, batch * n_new / hf_s, compile_s))
         print(f"batch {batch}: jax {jax_s:.2f}s, transformers {hf_s:.2f}s (first jax call {compile_s:.1f}s)",
               flush=True)
@@ -104,7 +83,7 @@ def main(argv):
     fwd = jax.jit(forward, static_argnums=0)
     flops = forward_flops(config, *tokens.shape)
     fwd(config, params, tokens).block_until_ready()
-    fwd_s = _median_time(lambda: fwd(config, params, tokens).block_until_ready(), FLAGS.repeats)
+    fwd_s = median_time(lambda: fwd(config, params, tokens).block_until_ready(), FLAGS.repeats, warmup=False)
 
     print(f"\nDecode throughput, SmolLM2-135M-Instruct float32, {n_new} new tokens, greedy, CPU "
           f"({os.cpu_count()} cores); baseline: transformers {__import__('transformers').__version__} generate")

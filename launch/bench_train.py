@@ -28,6 +28,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 from absl import flags
 
 from harnessrl_jax import cli  # noqa: E402
+from harnessrl_jax.timing import matmul_rate  # noqa: E402
 
 flags.DEFINE_integer("batch", 16, "Sequences per update.")
 flags.DEFINE_integer("seq", 128, "Tokens per sequence.")
@@ -39,23 +40,6 @@ flags.DEFINE_bool("torch", True, "Also time the PyTorch update.")
 FLAGS = flags.FLAGS
 
 TEMPERATURE, CLIP = 1.0, 0.2
-
-
-def matmul_rate(n: int = 2048, repeats: int = 5) -> float:
-    """Float32 FLOP/s of a large jitted matmul: this machine's practical peak."""
-    import jax
-    import jax.numpy as jnp
-
-    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
-    b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32)
-    mm = jax.jit(lambda a, b: a @ b)
-    mm(a, b).block_until_ready()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        mm(a, b).block_until_ready()
-        times.append(time.perf_counter() - start)
-    return 2 * n**3 / min(times)
 
 
 def make_batch(vocab: int, rng):
