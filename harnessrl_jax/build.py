@@ -183,10 +183,7 @@ def setup(config) -> Run:
 
     devices = jax.devices()[: config.mesh.num_devices] if config.mesh.get("num_devices", 0) else None
     mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor, devices=devices)
-    optimizer, schedule = make_optimizer(config.optim)
-    trainer = Trainer(model_config, optimizer, mesh, LossSettings.from_config(loss_config(config)),
-                      schedule=schedule, micro_batches=config.micro_batches, sketch_spec=sketch_spec(config,
-                                                                                                   model_config))
+    trainer = make_trainer(config, model_config, mesh)
     ref_params = trainer.place_params(params) if config.loss.kl_coef else None
     engine = build_engine(config, trainer.model_config, params, tokenizer)
     rows = round_up(config.tasks_per_step * config.num_generations,
@@ -199,6 +196,15 @@ def setup(config) -> Run:
                  dict(mesh.shape), rows, seq_len)
     return Run(config, trainer.model_config, tokenizer, kept, trainer, engine, ref_params, params, seq_len, rows,
                prompt_limit, build_judge(config))
+
+
+def make_trainer(config, model_config, mesh) -> Trainer:
+    """The run's train step: config's optimiser, loss, micro-batches and sketch; the output head sees only the
+    max_new_tokens completion positions of each row (rl/step.py)."""
+    optimizer, schedule = make_optimizer(config.optim)
+    return Trainer(model_config, optimizer, mesh, LossSettings.from_config(loss_config(config)), schedule=schedule,
+                   micro_batches=config.micro_batches, sketch_spec=sketch_spec(config, model_config),
+                   completion_len=config.max_new_tokens)
 
 
 def sketch_spec(config, model_config):

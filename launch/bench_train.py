@@ -3,13 +3,15 @@
     GLIBC_TUNABLES=glibc.malloc.hugetlb=1 python launch/bench_train.py [--batch=16] [--seq=128] [--repeats=3]
 
 Both sides run SmolLM2-135M-Instruct in float32 on the CPU from the same GGUF weights: the JAX side is this
-project's sharded train step (rl/step.py, one device, no reference forward since kl_coef = 0), once per
---micro_batches value (the same update, gradients summed over slices); the PyTorch side is transformers' model
-with the loss TRL's GRPOTrainer computes (selective log-softmax at the sampling temperature, ratio against detached
-logprobs, clipped surrogate, token mean) then clip_grad_norm_ and torch.optim.AdamW. Runs alternate between the
-implementations so machine load hits all alike; the best of the repeats is reported. Achieved FLOP/s counts matmul
-FLOPs analytically (forward + backward = 3 x forward) against a large float32 matmul's rate measured in the same
-run. The system time and page faults per update show allocation cost: XLA's CPU runtime allocates each call's
+project's sharded train step (rl/step.py, one device, no reference forward since kl_coef = 0, the output head on
+the completion_len = seq - prompt completion positions, as build.make_trainer sets it), once per --micro_batches
+value (the same update, gradients summed over slices); the PyTorch side is transformers' model as TRL's
+GRPOTrainer runs it (logits_to_keep: the head only on the completion positions, selective log-softmax at the
+sampling temperature, ratio against detached logprobs, clipped surrogate, token mean) then clip_grad_norm_ and
+torch.optim.AdamW. Runs alternate between the implementations so machine load hits all alike; the best of the
+repeats is reported. Achieved FLOP/s counts the update's matmul FLOPs analytically (forward + backward = 3 x
+forward: the layers at every position, the head at the completion positions; the JAX head's recomputation in its
+backward is not counted) against a large float32 matmul's rate measured in the same run. The system time and page faults per update show allocation cost: XLA's CPU runtime allocates each call's
 temporaries afresh, glibc maps allocations over 32 MiB straight from the kernel, and faulting gigabytes of fresh
 pages serialises the threads; micro-batches (smaller temporaries) or transparent huge pages for malloc
 (GLIBC_TUNABLES above, read at process start) cut that. A breakdown of the full-batch JAX update (forward,
@@ -64,7 +66,6 @@ class JaxUpdate:
     def __init__(self, config, params, batch, micro_batches=1):
         import jax
 
-        from harnessrl_jax.models import forward
         from harnessrl_jax.models.sharding import make_mesh
         from harnessrl_jax.rl.optim import make_optimizer
         from harnessrl_jax.rl.step import LossSettings, Trainer
@@ -73,10 +74,11 @@ class JaxUpdate:
         optimizer, schedule = make_optimizer(dict(lr=1e-6, max_grad_norm=1.0))
         self.trainer = Trainer(config, optimizer, make_mesh(1, 1, 1, devices=jax.devices()[:1]),
                                LossSettings(kl_coef=0.0, clip_low=CLIP, clip_high=CLIP, temperature=TEMPERATURE),
-                               schedule=schedule, micro_batches=micro_batches)
+                               schedule=schedule, micro_batches=micro_batches,
+                               completion_len=FLAGS.seq - FLAGS.prompt)
         self.state = self.trainer.init_state(params, jax.random.PRNGKey(0))
         self.batch = self.trainer.put_batch(batch)
-        self._forward = jax.jit(lambda p, b: forward(config, p, b.tokens, b.attention_mask))
+        self._forward = jax.jit(lambda p, b: self.trainer._microbatch_loss(p, None, b))
         grad = jax.value_and_grad(self.trainer._microbatch_loss, has_aux=True)
         self._grad = jax.jit(lambda p, b: grad(p, None, b))
 
@@ -109,13 +111,17 @@ class TorchUpdate:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-6, weight_decay=0.0)
         self.ids = torch.from_numpy(batch.tokens.astype("int64"))
         self.attention = torch.from_numpy(batch.attention_mask.astype("int64"))
-        self.mask = torch.from_numpy(batch.loss_mask[:, :-1].astype("float32"))
+        # TRL left-pads prompts, so every completion starts at column `prompt`: keep the logits of the positions
+        # that predict completion tokens only (its logits_to_keep = completion length + 1, the last one dropped)
+        self.keep = FLAGS.seq - FLAGS.prompt + 1
+        self.mask = torch.from_numpy(batch.loss_mask[:, FLAGS.prompt - 1:-1].astype("float32"))
         self.advantages = torch.from_numpy(batch.advantages)[:, None]
 
     def step(self):
         torch = self.torch
-        logits = self.model(input_ids=self.ids, attention_mask=self.attention).logits[:, :-1] / TEMPERATURE
-        targets = self.ids[:, 1:]
+        logits = self.model(input_ids=self.ids, attention_mask=self.attention,
+                            logits_to_keep=self.keep).logits[:, :-1] / TEMPERATURE
+        targets = self.ids[:, FLAGS.prompt:]
         # TRL's selective_log_softmax: gather, then subtract a per-row logsumexp (saves a [B, T, V] log_softmax).
         logp = torch.stack([torch.gather(row, -1, t[:, None])[:, 0] - torch.logsumexp(row, dim=-1)
                             for row, t in zip(logits, targets)])
@@ -148,7 +154,9 @@ def main(argv):
     config, params, _ = load_pretrained("smollm2-135m-instruct")
     batch = make_batch(config.vocab_size, np.random.default_rng(0))
     tokens = FLAGS.batch * FLAGS.seq
-    flops = 3 * forward_flops(config, FLAGS.batch, FLAGS.seq)
+    # the head only at the completion positions (both sides), the layers at every position
+    head = 2 * FLAGS.batch * FLAGS.prompt * config.hidden_size * config.vocab_size
+    flops = 3 * (forward_flops(config, FLAGS.batch, FLAGS.seq) - head)
 
     updates, compile_s = {}, {}
     for m in map(int, FLAGS.micro_batches):
@@ -194,7 +202,7 @@ def main(argv):
               + "; first JAX calls (compile + run): " + ", ".join(f"{s:.1f}s" for s in compile_s.values()))
     step_s = min(runs[next(iter(updates))])[0]
     fwd, fb = breakdown["forward"], breakdown["forward+backward"]
-    print(f"JAX breakdown (full batch): forward (logits) {fwd:.2f}s ({flops / 3 / fwd / 1e9:.1f} GFLOP/s), "
+    print(f"JAX breakdown (full batch): forward (the loss) {fwd:.2f}s ({flops / 3 / fwd / 1e9:.1f} GFLOP/s), "
           f"forward+backward with the loss {fb:.2f}s ({flops / fb / 1e9:.1f} GFLOP/s), "
           f"the rest of the step (clip, AdamW, metrics, allocation) {step_s - fb:.2f}s")
 

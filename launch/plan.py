@@ -65,16 +65,12 @@ def plan(config) -> dict:
     from harnessrl_jax import build
     from harnessrl_jax.models.sharding import make_mesh
     from harnessrl_jax.rl.batch import TrainBatch, round_up
-    from harnessrl_jax.rl.optim import make_optimizer
     from harnessrl_jax.models import forward_flops
-    from harnessrl_jax.rl.step import LossSettings, Trainer
 
     model_config = model_shapes(config)
     devices = jax.devices()
     mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor, devices=devices)
-    optimizer, schedule = make_optimizer(config.optim)
-    trainer = Trainer(model_config, optimizer, mesh, LossSettings.from_config(build.loss_config(config)),
-                      schedule=schedule, micro_batches=config.micro_batches)
+    trainer = build.make_trainer(config, model_config, mesh)
     mini = config.get("mini_batches", 1)
     rows = round_up(config.tasks_per_step * config.num_generations, mini * config.micro_batches * trainer.data_parallel)
     seq = round_up(config.max_prompt_len + build.guidance_budget(config) + config.max_new_tokens, 8)

@@ -28,13 +28,16 @@ class Family:
     param_shapes: Callable  # config -> the params pytree as tuples of ints
     init_params: Callable  # (config, rng, std) -> random params
     forward_flops: Callable  # (config, batch, seq) -> matmul FLOPs of one forward
+    # (config, params, tokens, attention_mask=None, positions=None, constrain=...) -> (final-normed hidden states,
+    # output head: [V, D] when config.tie_embeddings, else [D, V]), what the trainer's chunked head takes
+    features: Callable
 
 
 FAMILIES: dict[type, Family] = {
     ModelConfig: Family("llama", llama.forward, llama.forward_cached, KVCache.empty, llama.param_shapes,
-                        llama.init_params, llama.forward_flops),
+                        llama.init_params, llama.forward_flops, llama.features),
     Qwen3_5Config: Family("qwen3_5", qwen3_5.forward, qwen3_5.forward_cached, HybridCache.empty,
-                          qwen3_5.param_shapes, qwen3_5.init_params, qwen3_5.forward_flops),
+                          qwen3_5.param_shapes, qwen3_5.init_params, qwen3_5.forward_flops, qwen3_5.features),
 }
 
 
@@ -50,6 +53,11 @@ def family(config) -> Family:
 def forward(config, params: Params, tokens, *args, **kwargs):
     """Logits [batch, seq, vocab] in float32 for tokens [batch, seq], for any family (see llama.forward)."""
     return family(config).forward(config, params, tokens, *args, **kwargs)
+
+
+def features(config, params: Params, tokens, *args, **kwargs):
+    """(final-normed hidden states [batch, seq, D], output head) for any family (see llama.features)."""
+    return family(config).features(config, params, tokens, *args, **kwargs)
 
 
 def forward_cached(config, params: Params, tokens, positions, token_valid, cache, index):
@@ -112,6 +120,6 @@ def load_pretrained(name_or_path: str, **config_overrides) -> tuple[Any, Params,
 
 __all__ = [
     "FAMILIES", "Family", "HybridCache", "KVCache", "ModelConfig", "Params", "PRESETS", "Qwen3_5Config", "family",
-    "forward", "forward_cached", "forward_flops", "init_cache", "init_params", "load_pretrained", "param_shapes",
-    "preset_config",
+    "features", "forward", "forward_cached", "forward_flops", "init_cache", "init_params", "load_pretrained",
+    "param_shapes", "preset_config",
 ]

@@ -187,9 +187,14 @@ def _cast(params: Params, config: ModelConfig) -> Params:
     return jax.tree.map(lambda p: p.astype(dtype) if p.dtype != dtype else p, params)
 
 
+def output_head(params: Params, config) -> jax.Array:
+    """The output head as stored: embed [V, D] when tied, else lm_head [D, V] (an explicit .T may copy it)."""
+    return params["embed"] if config.tie_embeddings else params["lm_head"]
+
+
 def _logits(params: Params, x: jax.Array, config: ModelConfig) -> jax.Array:
     x = rms_norm(x, params["final_norm"], config.rms_norm_eps)
-    if config.tie_embeddings:  # contract against embed [V, D] directly; an explicit .T may copy it
+    if config.tie_embeddings:  # contract against embed [V, D] directly
         return jnp.einsum("btd,vd->btv", x, params["embed"], preferred_element_type=jnp.float32)
     return jnp.matmul(x, params["lm_head"], preferred_element_type=jnp.float32)
 
@@ -239,6 +244,17 @@ def forward(
     see hidden_states."""
     x = hidden_states(config, params, tokens, attention_mask, positions, constrain)
     return constrain(_logits(_cast(params, config), x, config), "logits")
+
+
+def features(
+    config: ModelConfig, params: Params, tokens: jax.Array, attention_mask: jax.Array | None = None,
+    positions: jax.Array | None = None, constrain: Callable[[jax.Array, str], jax.Array] = _same,
+) -> tuple[jax.Array, jax.Array]:
+    """(final-normed hidden states [B, T, D] in the compute dtype, output head): logits = x . head over D, which
+    rl/head.py takes a chunk of positions at a time instead of materialising [B, T, V]."""
+    params = _cast(params, config)
+    x = hidden_states(config, params, tokens, attention_mask, positions, constrain)
+    return rms_norm(x, params["final_norm"], config.rms_norm_eps), output_head(params, config)
 
 
 def forward_cached(

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from harnessrl_jax.models.gated_deltanet import chunk_gated_delta_rule, recurrent_gated_delta_rule
-from harnessrl_jax.models.llama import _attention, _dense, _same, rms_norm, rope
+from harnessrl_jax.models.llama import _attention, _dense, _same, output_head, rms_norm, rope
 
 Params = dict[str, Any]
 
@@ -378,6 +378,16 @@ def forward(
     """Logits [B, T, V] in float32 for tokens [B, T] (no cache); arguments as llama.forward."""
     x = hidden_states(config, params, tokens, attention_mask, positions, constrain)
     return constrain(_logits(_cast(params, config), x, config), "logits")
+
+
+def features(
+    config: Qwen3_5Config, params: Params, tokens: jax.Array, attention_mask: jax.Array | None = None,
+    positions: jax.Array | None = None, constrain: Callable[[jax.Array, str], jax.Array] = _same,
+) -> tuple[jax.Array, jax.Array]:
+    """(final-normed hidden states [B, T, D], output head); as llama.features."""
+    params = _cast(params, config)
+    x = hidden_states(config, params, tokens, attention_mask, positions, constrain)
+    return offset_rms_norm(x, params["final_norm"], config.rms_norm_eps), output_head(params, config)
 
 
 def forward_cached(

@@ -8,8 +8,9 @@ Per completion position t, with pT = softmax(z_T / T), pS = softmax(z_S / T) and
 
 Everything is float32; log tail = log1p(-sum exp(logp)) clamped to >= log(1e-12); no gradient reaches the teacher.
 `topk_forward_kl` is the contract form (both full logits); the train step uses `teacher_topk` once per batch (the
-teacher's top-k ids and log-probabilities, so its full logits never stay in memory) and `topk_kl_from_teacher`
-inside the sharded step on the student's logits. Both forms return a sum and a denominator, as the GRPO loss does.
+teacher's top-k ids and log-probabilities, so its full logits never stay in memory) and `kl_sum_from_logps`
+inside the sharded step on the student's log-probabilities at those ids (gathered by the chunked head,
+rl/head.py). Both forms return a sum and a denominator, as the GRPO loss does.
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ def kl_terms(teacher_ids, teacher_logp, student_logits, temperature: float = 1.0
     # the same expression as grpo.token_logprobs', so in the train step XLA computes the log-normaliser once
     x = student_logits.astype(jnp.float32) / temperature
     student_logp = jnp.take_along_axis(x, teacher_ids, axis=-1) - jax.nn.logsumexp(x, axis=-1)[..., None]
+    return kl_from_logps(teacher_logp, student_logp)
+
+
+def kl_from_logps(teacher_logp, student_logp):
+    """KL_t [B, L] from the teacher's and the student's log-probabilities [B, L, k] of the teacher's top-k ids
+    (the train step gathers the student's at those ids from its chunked head, rl/head.py)."""
+    teacher_logp = jax.lax.stop_gradient(teacher_logp.astype(jnp.float32))
+    student_logp = student_logp.astype(jnp.float32)
     pT = jnp.exp(teacher_logp)
     tail_t, tail_s = log_tail(teacher_logp), log_tail(student_logp)
     return jnp.sum(pT * (teacher_logp - student_logp), axis=-1) + jnp.exp(tail_t) * (tail_t - tail_s)
@@ -57,6 +66,13 @@ def topk_kl_from_teacher(teacher_ids, teacher_logp, student_logits, mask, *, tem
     return jnp.sum(jnp.where(m, kl, 0.0)), jnp.sum(m).astype(jnp.float32)
 
 
+def kl_sum_from_logps(teacher_logp, student_logp, mask):
+    """(sum_t mask_t KL_t, sum_t mask_t), as topk_kl_from_teacher, from the student's log-probabilities at the
+    teacher's top-k ids [B, L, k]."""
+    m = jnp.asarray(mask, bool)
+    return jnp.sum(jnp.where(m, kl_from_logps(teacher_logp, student_logp), 0.0)), jnp.sum(m).astype(jnp.float32)
+
+
 def topk_forward_kl(teacher_logits, student_logits, mask, *, k: int, temperature: float = 1.0):
     """(sum, denom) of the top-k + tail forward KL per masked position (see the module docstring); logits
     [B, L, V], mask [B, L]; the teacher gets no gradient."""
@@ -64,4 +80,5 @@ def topk_forward_kl(teacher_logits, student_logits, mask, *, k: int, temperature
     return topk_kl_from_teacher(ids, logp, student_logits, mask, temperature=temperature)
 
 
-__all__ = ["kl_terms", "log_tail", "teacher_topk", "topk_forward_kl", "topk_kl_from_teacher"]
+__all__ = ["kl_from_logps", "kl_sum_from_logps", "kl_terms", "log_tail", "teacher_topk", "topk_forward_kl",
+           "topk_kl_from_teacher"]

@@ -7,6 +7,12 @@ denominator and gradient of the sum to running totals. Only after the last slice
 total denominator, so any number of micro-batches gives the gradient of the one-batch loss (up to float rounding).
 Then global-norm clipping and AdamW (optim.py) update the float32 master params.
 
+Only completion positions reach the output head, as TRL computes GRPO: with `completion_len` W (the sampler's
+max_new_tokens), each row's W positions from its first loss position are gathered from the final hidden states,
+and the logprobs and the entropy come from rl/head.py a chunk of positions at a time, so [rows, T, vocab] logits
+are never materialised, forward or backward. put_batch refuses a batch whose loss positions in a row span more
+than W. Without `completion_len` every position goes through the head.
+
 The "old" (behaviour) logprobs: with one optimiser update per rollout batch (on-policy GRPO) the old policy is the
 current params, so they are stop_gradient(logp) of this very forward (the ratio is exactly 1, the clip never binds
 and only the gradient matters), with no extra forward. With several updates per batch (mini-batches) the caller
@@ -39,10 +45,11 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from harnessrl_jax.models import ModelConfig, Params, forward, param_shapes
+from harnessrl_jax.models import ModelConfig, Params, features, forward, param_shapes
 from harnessrl_jax.models.sharding import BATCH_SPEC, partition_specs
 from harnessrl_jax.rl import distill, grpo
 from harnessrl_jax.rl.batch import TrainBatch
+from harnessrl_jax.rl.head import gathered_logprobs
 from harnessrl_jax.rl.sketch import sketch
 
 
@@ -86,7 +93,8 @@ class Trainer:
 
     def __init__(self, model_config: ModelConfig, optimizer: optax.GradientTransformation, mesh: Mesh,
                  loss: LossSettings = LossSettings(), *, schedule: optax.Schedule | None = None,
-                 micro_batches: int = 1, sketch_spec=None):
+                 micro_batches: int = 1, sketch_spec=None, completion_len: int | None = None,
+                 head_tokens: int = 512):
         if model_config.param_dtype != "float32":
             # Master weights stay float32; compute_dtype chooses the precision of the matmuls.
             model_config = model_config.replace(param_dtype="float32")
@@ -96,6 +104,11 @@ class Trainer:
         self.mesh = mesh
         self.loss = loss
         self.micro_batches = int(micro_batches)
+        # positions per row the loss reads (from each row's first loss position); None: all of them
+        self.completion_len = None if completion_len is None else int(completion_len)
+        if self.completion_len is not None and self.completion_len < 1:
+            raise ValueError(f"completion_len must be >= 1, got {completion_len}")
+        self.head_tokens = int(head_tokens)  # positions per device in one chunk of the output head (rl/head.py)
         self.loss_fn = grpo.get_loss_fn(loss.name)
         self.param_specs = partition_specs(model_config, mesh)
         self.param_shardings = self._named(self.param_specs)
@@ -158,9 +171,28 @@ class Trainer:
         if rows % (self.micro_batches * self.data_parallel):
             raise ValueError(f"batch rows ({rows}) must be a multiple of micro_batches ({self.micro_batches}) x "
                              f"data-parallel devices ({self.data_parallel})")
+        self._check_window(batch)
         return TrainBatch(*(x if x is None or isinstance(x, jax.Array) else  # already placed (teacher_topk)
                             jax.make_array_from_callback(x.shape, self.batch_sharding, lambda idx, x=x: x[idx])
                             for x in batch))
+
+    def _check_window(self, batch: TrainBatch) -> None:
+        """A host batch's loss (and distillation) positions must fit in each row's window of completion_len."""
+        if self.completion_len is None:
+            return
+        masks = [m for m in (batch.loss_mask, batch.distill_mask) if m is not None and not isinstance(m, jax.Array)]
+        if not masks:
+            return
+        mask = np.logical_or.reduce([np.asarray(m, bool) for m in masks])
+        any_pos = mask.any(axis=1)
+        first = mask.argmax(axis=1)
+        last = mask.shape[1] - 1 - mask[:, ::-1].argmax(axis=1)
+        span = np.where(any_pos, last - first + 1, 0)
+        if span.max(initial=0) > self.completion_len:
+            row = int(span.argmax())
+            raise ValueError(f"batch row {row}: its loss positions span {int(span[row])} tokens, more than the "
+                             f"trainer's completion_len ({self.completion_len}, the sampler's max_new_tokens); "
+                             "raise max_new_tokens or build the Trainer with a larger completion_len")
 
     # ------------------------------------------------------------------------------------------------ step
 
@@ -181,24 +213,73 @@ class Trainer:
 
     def _constrain(self, x: jax.Array, kind: str) -> jax.Array:
         """Activations stay sharded by batch rows over (data, fsdp), the logits' vocabulary over tensor where it
-        divides: without this the partitioner may gather a micro-batch's activations onto every device instead of
-        gathering each layer's FSDP-sharded weights (launch/plan.py measures the difference)."""
+        divides, the output head's gradient as the head: without this the partitioner may gather a micro-batch's
+        activations onto every device instead of gathering each layer's FSDP-sharded weights (launch/plan.py
+        measures the difference)."""
+        if kind == "head":  # the output head's gradient, accumulated over chunks (rl/head.py): as the head itself
+            return jax.lax.with_sharding_constraint(
+                x, self.param_shardings["embed" if self.model_config.tie_embeddings else "lm_head"])
         vocab = "tensor" if kind == "logits" and x.shape[-1] % self.mesh.shape["tensor"] == 0 else None
         spec = P(*BATCH_SPEC, *([None] * (x.ndim - 2)), vocab)
         return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, spec))
 
+    def _window(self, mb: TrainBatch):
+        """(index [b, W], valid [b, W]): each row's completion_len positions from its first loss (or distillation)
+        position, clipped to the row; None when the window would be the whole row."""
+        length = mb.tokens.shape[1]
+        if self.completion_len is None or self.completion_len >= length:
+            return None
+        mask = mb.loss_mask if mb.distill_mask is None else mb.loss_mask | mb.distill_mask
+        index = jnp.argmax(mask, axis=1)[:, None] + jnp.arange(self.completion_len)
+        return jnp.minimum(index, length - 1), index < length
+
+    @staticmethod
+    def _at(x, window):
+        """x [b, T, ...] at the window's positions: [b, W, ...]."""
+        if window is None:
+            return x
+        index = window[0].reshape(window[0].shape + (1,) * (x.ndim - 2))
+        return jnp.take_along_axis(x, index, axis=1)
+
+    def _windowed(self, mb: TrainBatch, window) -> TrainBatch:
+        """The per-position fields of a micro-batch at the window (masks off where the window leaves the row);
+        tokens and attention_mask stay whole, for the layers."""
+        if window is None:
+            return mb
+        at = functools.partial(self._at, window=window)
+        return mb._replace(
+            targets=at(mb.targets), loss_mask=at(mb.loss_mask) & window[1], engine_logprobs=at(mb.engine_logprobs),
+            old_logprobs=None if mb.old_logprobs is None else at(mb.old_logprobs),
+            distill_ids=None if mb.distill_ids is None else at(mb.distill_ids),
+            distill_logp=None if mb.distill_logp is None else at(mb.distill_logp),
+            distill_mask=None if mb.distill_mask is None else at(mb.distill_mask) & window[1])
+
+    def _head(self, params: Params, tokens, attention_mask, window, ids):
+        """(logprobs [b, W, K] of ids [b, W, K], entropy [b, W]) at the loss temperature, at the window."""
+        x, head = features(self.model_config, params, tokens, attention_mask, constrain=self._constrain)
+        rows = max(1, x.shape[0] // self.data_parallel)
+        return gathered_logprobs(self._at(x, window), head, ids, temperature=self.loss.temperature,
+                                 vocab_axis=0 if self.model_config.tie_embeddings else 1,
+                                 chunk=max(1, self.head_tokens // rows), constrain=self._constrain)
+
     def sequence_logprobs(self, params: Params, tokens, attention_mask, targets) -> jax.Array:
         """Float32 logprobs [B, T] of targets under params, at the loss temperature: the trainer's view."""
-        logits = forward(self.model_config, params, tokens, attention_mask, constrain=self._constrain)
-        return grpo.token_logprobs(logits, targets, self.loss.temperature)
+        return self._head(params, tokens, attention_mask, None, targets[..., None])[0][..., 0]
 
     def logprobs(self, params: Params, batch: TrainBatch) -> jax.Array:
         """Sharded logprobs [B, T] of batch.targets under params (e.g. the old policy before several updates),
         one micro-batch at a time; 0 off the loss mask."""
         if self._logprobs is None:
             def fn(params, batch):
-                def one(mb):
-                    return self.sequence_logprobs(params, mb.tokens, mb.attention_mask, mb.targets)
+                def one(mb):  # at the window, put back at the row's positions (0 elsewhere)
+                    window = self._window(mb)
+                    w = self._windowed(mb, window)
+                    logp = self._head(params, mb.tokens, mb.attention_mask, window, w.targets[..., None])[0][..., 0]
+                    if window is None:
+                        return logp
+                    rows = jnp.arange(logp.shape[0])[:, None]
+                    return jnp.zeros(mb.targets.shape, jnp.float32).at[rows, window[0]].add(
+                        jnp.where(window[1], logp, 0.0))
                 if self.micro_batches == 1:
                     out = one(batch)
                 else:  # [M, B/M, T] back to [B, T] in the row order _split took them
@@ -211,29 +292,33 @@ class Trainer:
     def _microbatch_loss(self, params, ref_params, mb: TrainBatch, totals=None):
         """(loss_sum, (denominator, metric sums)) of one micro-batch; differentiated w.r.t. params."""
         s = self.loss
-        logits = forward(self.model_config, params, mb.tokens, mb.attention_mask, constrain=self._constrain)
-        logp = grpo.token_logprobs(logits, mb.targets, s.temperature)
+        window = self._window(mb)
+        w = self._windowed(mb, window)
+        ids = w.targets[..., None]
+        if w.distill_mask is not None:  # the student's logprobs at the teacher's top-k ids, from the same pass
+            ids = jnp.concatenate([ids, w.distill_ids], axis=-1)
+        logp_k, entropy = self._head(params, mb.tokens, mb.attention_mask, window, ids)
+        logp = logp_k[..., 0]
         ref_logp = None
         if ref_params is not None:
             ref_logp = jax.lax.stop_gradient(
-                self.sequence_logprobs(ref_params, mb.tokens, mb.attention_mask, mb.targets))
-        old_logp = jax.lax.stop_gradient(logp) if mb.old_logprobs is None else mb.old_logprobs
+                self._head(ref_params, mb.tokens, mb.attention_mask, window, w.targets[..., None])[0][..., 0])
+        old_logp = jax.lax.stop_gradient(logp) if w.old_logprobs is None else w.old_logprobs
         loss_sum, denominator, metrics = self.loss_fn(
-            logp, old_logp, ref_logp, mb.advantages, mb.loss_mask, mb.weights,
+            logp, old_logp, ref_logp, w.advantages, w.loss_mask, w.weights,
             clip_low=s.clip_low, clip_high=s.clip_high, kl_coef=s.kl_coef, agg=s.agg,
-            log_ratio_clip=s.log_ratio_clip, tis_cap=s.tis_cap, engine_logp=mb.engine_logprobs)
-        counted = mb.loss_mask & jnp.isfinite(mb.advantages)[:, None]
-        metrics["entropy_sum"] = grpo.token_entropy(jax.lax.stop_gradient(logits) / s.temperature, counted).sum()
-        if mb.distill_mask is not None:
-            loss_sum = loss_sum + self._distill_term(logits, mb, metrics, totals)
+            log_ratio_clip=s.log_ratio_clip, tis_cap=s.tis_cap, engine_logp=w.engine_logprobs)
+        counted = w.loss_mask & jnp.isfinite(w.advantages)[:, None]
+        metrics["entropy_sum"] = jnp.where(counted, jax.lax.stop_gradient(entropy), 0.0).sum()
+        if w.distill_mask is not None:
+            loss_sum = loss_sum + self._distill_term(logp_k[..., 1:], w, metrics, totals)
         return loss_sum, (denominator, metrics)
 
-    def _distill_term(self, logits, mb: TrainBatch, metrics, totals):
+    def _distill_term(self, student_logp, mb: TrainBatch, metrics, totals):
         """lambda_D * KL_sum(micro-batch) * D_pg / D_kl, so that after the step's division by the GRPO denominator
         D_pg the objective is L_GRPO + lambda_D * (sum KL_t) / D_kl, each term with its own normaliser (methods.md
         1.9); both `totals` are over the whole batch (_batch_totals), so micro-batches stay exact."""
-        kl_sum, kl_tokens = distill.topk_kl_from_teacher(mb.distill_ids, mb.distill_logp, logits, mb.distill_mask,
-                                                         temperature=self.loss.temperature)
+        kl_sum, kl_tokens = distill.kl_sum_from_logps(mb.distill_logp, student_logp, mb.distill_mask)
         pg_den, kl_den = totals
         metrics["distill_kl_total"], metrics["distill_tokens"] = jax.lax.stop_gradient(kl_sum), kl_tokens
         return self.loss.distill_coef * kl_sum * jnp.maximum(pg_den, 1.0) / jnp.maximum(kl_den, 1.0)

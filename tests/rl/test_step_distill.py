@@ -79,8 +79,8 @@ def reference(params, batch, teacher, distill_mask, loss=LOSS):
     return value, kl, grads
 
 
-def sgd_step(mesh, params, batch, teacher, distill_mask, micro_batches=1):
-    trainer = Trainer(CONFIG, optax.sgd(1.0), mesh, LOSS, micro_batches=micro_batches)
+def sgd_step(mesh, params, batch, teacher, distill_mask, micro_batches=1, **trainer_kw):
+    trainer = Trainer(CONFIG, optax.sgd(1.0), mesh, LOSS, micro_batches=micro_batches, **trainer_kw)
     state = trainer.init_state(params, jax.random.PRNGKey(0))
     ids, logp = trainer.teacher_topk(state.params, *teacher, k=K, num_rows=ROWS)
     placed = trainer.put_batch(batch._replace(distill_ids=ids, distill_logp=logp, distill_mask=distill_mask))
@@ -102,8 +102,11 @@ def test_step_with_distillation_equals_the_plain_objective_on_one_and_on_8_devic
     np.testing.assert_allclose(m1["distill_kl"], kl, rtol=1e-5)
     assert m1["distill_tokens"] == distill_mask.sum() and kl > 0
     assert_trees_close(one, want, atol=1e-5)
-    # 8 devices, two micro-batches of the step and of the teacher's rows (TROWS = 8 = 2 x 4 data-parallel)
-    eight, m8, trainer = sgd_step(make_mesh(2, 2, 2), params, batch, teacher, distill_mask, micro_batches=2)
+    # 8 devices, two micro-batches of the step and of the teacher's rows (TROWS = 8 = 2 x 4 data-parallel), and
+    # only each row's completion window through the output head, in chunks (rl/step.py)
+    span = int(batch.loss_mask.sum(axis=1).max())
+    eight, m8, trainer = sgd_step(make_mesh(2, 2, 2), params, batch, teacher, distill_mask, micro_batches=2,
+                                  completion_len=span, head_tokens=8)
     assert_trees_close(eight, one, atol=1e-5)
     for k in m1:
         np.testing.assert_allclose(m8[k], m1[k], rtol=1e-5, atol=1e-6, err_msg=k)
