@@ -87,7 +87,8 @@ class JaxUpdate:
         metrics["loss"].block_until_ready()
 
     def forward(self):
-        self._forward(self.state.params, self.batch).block_until_ready()
+        import jax
+        jax.block_until_ready(self._forward(self.state.params, self.batch))
 
     def forward_backward(self):
         import jax

@@ -107,7 +107,9 @@ def init_params(config: ModelConfig, rng: jax.Array, std: float = 0.02) -> Param
 
 
 class KVCache(NamedTuple):
-    """Per-layer keys and values [L, B, S, Hkv, Dh] plus which slots hold a real token [B, S]."""
+    """Per-layer keys and values [L, B, Hkv, S, Dh] plus which slots hold a real token [B, S]. Heads before slots:
+    a layer's slice is already in the layout of the attention's batched dot (batch b and head k leading), so
+    decoding reads it with no transpose."""
 
     k: jax.Array
     v: jax.Array
@@ -115,7 +117,7 @@ class KVCache(NamedTuple):
 
     @classmethod
     def empty(cls, config: ModelConfig, batch: int, length: int) -> "KVCache":
-        shape = (config.num_layers, batch, length, config.num_kv_heads, config.head_dim)
+        shape = (config.num_layers, batch, config.num_kv_heads, length, config.head_dim)
         dtype = jnp.dtype(config.compute_dtype)
         return cls(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype), jnp.zeros((batch, length), bool))
 
@@ -154,6 +156,19 @@ def _attention(q, k, v, mask, config: ModelConfig):
     scores = jnp.where(mask[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
     out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
+    return out.reshape(b, t, config.q_dim)
+
+
+def _cached_attention(q, k, v, mask, config: ModelConfig):
+    """_attention against a cache layer: q [B, T, Hq, Dh], k/v [B, Hkv, S, Dh], mask [B, T, S] -> [B, T, Hq*Dh]."""
+    b, t, _, dh = q.shape
+    groups = config.num_heads // config.num_kv_heads
+    q = q.reshape(b, t, config.num_kv_heads, groups, dh)
+    scores = jnp.einsum("btkgd,bksd->bkgts", q, k, preferred_element_type=jnp.float32)
+    scores = scores * (dh**-0.5)
+    scores = jnp.where(mask[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bkgts,bksd->btkgd", probs, v)
     return out.reshape(b, t, config.q_dim)
 
 
@@ -279,11 +294,11 @@ def forward_cached(
         h = rms_norm(x, lp["attn_norm"], config.rms_norm_eps)
         q, k, v = _qkv(lp, h, positions, config)
         # Updating the full cache in the carry (not emitting per-layer slices) keeps the update in place.
-        ck = jax.lax.dynamic_update_slice(ck, k[None].astype(ck.dtype), (li, 0, index, 0, 0))
-        cv = jax.lax.dynamic_update_slice(cv, v[None].astype(cv.dtype), (li, 0, index, 0, 0))
+        ck = jax.lax.dynamic_update_slice(ck, k.swapaxes(1, 2)[None].astype(ck.dtype), (li, 0, 0, index, 0))
+        cv = jax.lax.dynamic_update_slice(cv, v.swapaxes(1, 2)[None].astype(cv.dtype), (li, 0, 0, index, 0))
         k_all = jax.lax.dynamic_index_in_dim(ck, li, keepdims=False)
         v_all = jax.lax.dynamic_index_in_dim(cv, li, keepdims=False)
-        x = x + _dense(_attention(q, k_all, v_all, mask, config), lp["wo"])
+        x = x + _dense(_cached_attention(q, k_all, v_all, mask, config), lp["wo"])
         return (x + _mlp(lp, x, config), ck, cv), None
 
     x = params["embed"][tokens]

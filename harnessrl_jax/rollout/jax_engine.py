@@ -68,11 +68,15 @@ def _generate(params, prompt_tokens, prompt_valid, num_prompts, stop_ids, key, t
     def body(state):
         step, out_tokens, out_logprobs, done, last, cache = state
         scaled = last * inv_t
-        logprobs_all = jax.nn.log_softmax(scaled, axis=-1)
-        filtered = _filter_logits(scaled, top_k, top_p if use_top_p else None)
-        sampled = jax.random.categorical(jax.random.fold_in(key, step), filtered, axis=-1)
-        token = jnp.where(greedy, jnp.argmax(last, axis=-1), sampled).astype(jnp.int32)
-        logprob = jnp.take_along_axis(logprobs_all, token[:, None], axis=-1)[:, 0]
+
+        def sample():
+            filtered = _filter_logits(scaled, top_k, top_p if use_top_p else None)
+            return jax.random.categorical(jax.random.fold_in(key, step), filtered, axis=-1).astype(jnp.int32)
+
+        # one branch runs: greedy decoding draws no [rows, vocab] Gumbel noise
+        token = jax.lax.cond(greedy, lambda: jnp.argmax(last, axis=-1).astype(jnp.int32), sample)
+        # log_softmax(scaled) at the token, without materialising it
+        logprob = jnp.take_along_axis(scaled, token[:, None], axis=-1)[:, 0] - jax.nn.logsumexp(scaled, axis=-1)
         token = jnp.where(done, pad_id, token)
         out_tokens = out_tokens.at[:, step].set(token)
         out_logprobs = out_logprobs.at[:, step].set(jnp.where(done, 0.0, logprob))

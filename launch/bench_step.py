@@ -1,0 +1,159 @@
+"""One HarnessRL step of the CPU default, time by stage and peak memory, against a recorded baseline.
+
+    python launch/bench_step.py [--steps=4] [--repeats=3]
+    python launch/bench_step.py --repo=OLD_CHECKOUT --record=launch/bench_step_baseline.json   # (re)record it
+
+Each repeat runs `launch/train.py --config=experiments/smollm2_cpu.py:method=harnessrl` as `make demo` does (8
+medical tasks of the mini set, J = 4, the rule judge, the full evolver) for --steps steps in a fresh process and
+a scratch workdir, and reads what the run itself logs: `time/*` of every step from metrics.jsonl. Step 1 carries
+the train step's and the sampler's first compiles and is reported on its own; the steady step is the median of
+steps 2 onwards, by stage (rollout, judge, evolver with the critic inside it, memory, train). Startup is the time
+from the process's start to the start of step 1 (weights, tokenizer, tasks, MiniLM, the judge), read from the
+moment step 1's metrics line appears minus that step's time. Peak memory is the process's maximum resident set
+(wait4's ru_maxrss), the number `make demo`'s users see.
+
+The baseline (launch/bench_step_baseline.json) is the same benchmark run on the code before the performance work
+of the train step, the sampler and the harness step (`--repo` at that commit, `--record`), on this machine class
+(2 CPU cores); the table prints both and the ratio, and a one-line verdict, so a regression shows. Figures from
+another machine compare only with a baseline recorded there. Keep other work off the machine while it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import flags
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from harnessrl_jax import cli  # noqa: E402
+
+flags.DEFINE_integer("steps", 4, "Training steps per run (step 1 carries the compiles; >= 2).")
+flags.DEFINE_integer("repeats", 3, "Runs, each a fresh process (the table gives the median and the spread).")
+flags.DEFINE_string("repo", REPO, "Checkout whose launch/train.py runs (an older commit to record a baseline).")
+flags.DEFINE_string("baseline", os.path.join(REPO, "launch", "bench_step_baseline.json"),
+                    "Recorded baseline to compare against ('' for none).")
+flags.DEFINE_string("record", "", "Write this run's figures to this JSON file (e.g. to record a baseline).")
+flags.DEFINE_multi_string("override", [], "Extra --config.key=value settings for both the run and the record.")
+FLAGS = flags.FLAGS
+
+STAGES = ("rollout", "judge", "evolver", "critic", "memory", "train")
+
+
+def train_command(repo: str, workdir: str, steps: int) -> list[str]:
+    return [sys.executable, os.path.join(repo, "launch", "train.py"),
+            "--config=experiments/smollm2_cpu.py:method=harnessrl", f"--workdir={workdir}",
+            f"--config.total_steps={steps}", "--config.tasks.subset=8", "--config.tasks.domain=medical",
+            f"--config.checkpoint.every={steps}", *(f"--config.{o.removeprefix('--config.')}" for o in FLAGS.override)]
+
+
+def one_run(repo: str, steps: int) -> dict:
+    """Runs train.py once; its startup, per-step stage times and peak resident memory."""
+    workdir = tempfile.mkdtemp(prefix="bench_step_")
+    metrics_path = os.path.join(workdir, "metrics.jsonl")
+    try:
+        with open(os.path.join(workdir, "train.log"), "w") as log:
+            start = time.perf_counter()
+            pid = subprocess.Popen(train_command(repo, workdir, steps), cwd=repo, stdout=log,
+                                   stderr=subprocess.STDOUT).pid
+            first_line_at = None
+            while True:  # reaped with wait4, which also gives the child's own peak resident memory
+                done, status, usage = os.wait4(pid, os.WNOHANG)
+                if done:
+                    break
+                if first_line_at is None and os.path.exists(metrics_path) and os.path.getsize(metrics_path):
+                    first_line_at = time.perf_counter() - start
+                time.sleep(0.1)
+            wall = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status):
+            with open(os.path.join(workdir, "train.log")) as f:
+                tail = f.read()[-3000:]
+            raise RuntimeError(f"train.py exited with {os.waitstatus_to_exitcode(status)}:\n{tail}")
+        with open(metrics_path) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    first = lines[0]
+    return {"wall_s": wall, "startup_s": (first_line_at or wall) - first["time/step"],
+            "first_step_s": first["time/step"],
+            "steps": [{k: float(v) for k, v in m.items() if k.startswith("time/")} for m in lines],
+            "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9}  # ru_maxrss: KiB on Linux
+
+
+def summarise(runs: list[dict]) -> dict:
+    """Median and [min, max] over runs of each figure; the steady step is each run's median over steps 2.."""
+    def spread(values):
+        values = [v for v in values if v is not None]
+        return {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else None
+
+    out = {"runs": len(runs), "steps": len(runs[0]["steps"])}
+    for key in ("wall_s", "startup_s", "first_step_s", "peak_rss_gb"):
+        out[key] = spread([r[key] for r in runs])
+    for stage in ("step",) + STAGES:
+        out[f"steady_{stage}_s"] = spread([statistics.median(s.get(f"time/{stage}", 0.0) for s in r["steps"][1:])
+                                           for r in runs])
+    return out
+
+
+def fmt(x) -> str:
+    if x is None:
+        return "-"
+    return f"{x['median']:.2f} [{x['min']:.2f}, {x['max']:.2f}]"
+
+
+def main(argv):
+    del argv
+    if FLAGS.steps < 2:
+        raise ValueError("--steps must be >= 2 (step 1 carries the compiles)")
+    runs = []
+    start = time.perf_counter()
+    for i in range(FLAGS.repeats):
+        runs.append(one_run(FLAGS.repo, FLAGS.steps))
+        done = time.perf_counter() - start
+        print(f"run {i + 1}/{FLAGS.repeats}: {runs[-1]['wall_s']:.0f}s, peak {runs[-1]['peak_rss_gb']:.2f} GB "
+              f"(ETA {done / (i + 1) * (FLAGS.repeats - i - 1):.0f}s)", flush=True)
+    now = summarise(runs)
+    now["command"] = " ".join(train_command("<repo>", "<workdir>", FLAGS.steps)[1:])
+    if FLAGS.record:
+        with open(FLAGS.record, "w") as f:
+            json.dump(now, f, indent=1)
+        print(f"recorded {FLAGS.record}")
+    base = None
+    if FLAGS.baseline and os.path.exists(FLAGS.baseline) and os.path.abspath(FLAGS.baseline) != \
+            os.path.abspath(FLAGS.record or "-"):
+        with open(FLAGS.baseline) as f:
+            base = json.load(f)
+
+    rows = [("startup (to step 1)", "startup_s"), ("step 1 (with the first compiles)", "first_step_s")] + \
+        [(f"steady step: {s}", f"steady_{s}_s") for s in ("step",) + STAGES] + \
+        [("whole run", "wall_s"), ("peak resident memory (GB)", "peak_rss_gb")]
+    print(f"\nOne HarnessRL step of the CPU default (smollm2_cpu.py:method=harnessrl, 8 medical tasks, {FLAGS.steps} "
+          f"steps per run, {FLAGS.repeats} runs; median [min, max]; seconds unless marked) on {os.cpu_count()} "
+          "cores; baseline: " + (f"{FLAGS.baseline}" if base else "none"))
+    print("| figure | baseline | now | now / baseline |")
+    print("|---|---|---|---|")
+    for name, key in rows:
+        b, n = (base or {}).get(key), now.get(key)
+        ratio = f"{n['median'] / b['median']:.2f}" if b and n and b["median"] else "-"
+        print(f"| {name} | {fmt(b)} | {fmt(n)} | {ratio} |")
+    steady = now["steady_step_s"]["median"]
+    share = now["steady_evolver_s"]["median"] / steady if steady else float("nan")
+    peak = now["peak_rss_gb"]["median"] if now["peak_rss_gb"] else float("nan")
+    verdict = f"evolver share of the steady step {share:.1%} (target <= 12%); peak memory {peak:.2f} GB (target <= 5)"
+    if base:
+        verdict = (f"steady step {base['steady_step_s']['median'] / steady:.2f}x the baseline's speed, startup "
+                   f"{base['startup_s']['median'] / now['startup_s']['median']:.2f}x, peak memory "
+                   f"{peak / base['peak_rss_gb']['median']:.2f}x the baseline's; " + verdict)
+    print("\nverdict: " + verdict)
+
+
+if __name__ == "__main__":
+    cli.run(main)
