@@ -151,12 +151,14 @@ class Progress:
 
 def use_compilation_cache(directory: str) -> None:
     """Turns on JAX's persistent compilation cache in `directory` (nothing for ''): programs that took over
-    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS (default here 0.2 s) to compile are kept there."""
+    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS (default here 0: every program, the eager ops included) to compile
+    are kept there."""
     if not directory:
         return
     jax.config.update("jax_compilation_cache_dir", directory)
-    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:  # JAX's default (1 s) misses the state init
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    # JAX's default (1 s) keeps only the big programs; the ~50 small ones of a first step still take ~2 s.
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 class Startup:
