@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import Any, Callable, Sequence
 
 import jax
@@ -76,11 +77,17 @@ TASK_SOURCES: dict[str, Callable[[Any], list[Task]]] = {
 }
 
 
-def build_model(config) -> tuple[ModelConfig, Params, Any]:
-    """(model config, params, tokenizer) for config.model_name."""
+def build_model(config, timings: dict[str, float] | None = None) -> tuple[ModelConfig, Params, Any]:
+    """(model config, params, tokenizer) for config.model_name; `timings` receives load_pretrained's `weights_s`
+    and `tokenizer_s` (a model built by MODELS counts as weights)."""
     if config.model_name in MODELS:
-        return MODELS[config.model_name](config)
-    model_config, params, tokenizer = load_pretrained(config.model_name, **_model_overrides(config))
+        start = time.perf_counter()
+        built = MODELS[config.model_name](config)
+        if timings is not None:
+            timings.update(weights_s=time.perf_counter() - start, tokenizer_s=0.0)
+        return built
+    model_config, params, tokenizer = load_pretrained(config.model_name, timings=timings,
+                                                      **_model_overrides(config))
     if tokenizer is None:
         raise ValueError(f"model {config.model_name!r} has no tokenizer files; the loop needs one")
     return model_config, params, tokenizer
@@ -176,9 +183,13 @@ def within_prompt_budget(tasks: Sequence[Task], tokenizer, max_prompt_len: int) 
     return kept
 
 
-def setup(config) -> Run:
-    """Model, tokenizer, tasks, mesh, trainer and engine for `config`; no train state yet (see `initial_state`)."""
-    model_config, params, tokenizer = build_model(config)
+def setup(config, timings: dict[str, float] | None = None) -> Run:
+    """Model, tokenizer, tasks, mesh, trainer and engine for `config`; no train state yet (see `initial_state`).
+    `timings` receives the wall seconds of `weights_s` and `tokenizer_s` (build_model) and `build_s` (the rest)."""
+    timings = {} if timings is None else timings
+    start = time.perf_counter()
+    model_config, params, tokenizer = build_model(config, timings)
+    model_s = time.perf_counter() - start
     kept = within_prompt_budget(build_tasks(config), tokenizer, config.max_prompt_len)
 
     devices = jax.devices()[: config.mesh.num_devices] if config.mesh.get("num_devices", 0) else None
@@ -194,8 +205,10 @@ def setup(config) -> Run:
                  config.model_name, model_config.num_params() / 1e6,
                  model_config.compute_dtype, len(kept),
                  dict(mesh.shape), rows, seq_len)
-    return Run(config, trainer.model_config, tokenizer, kept, trainer, engine, ref_params, params, seq_len, rows,
-               prompt_limit, build_judge(config))
+    run = Run(config, trainer.model_config, tokenizer, kept, trainer, engine, ref_params, params, seq_len, rows,
+              prompt_limit, build_judge(config))
+    timings["build_s"] = time.perf_counter() - start - model_s
+    return run
 
 
 def make_trainer(config, model_config, mesh) -> Trainer:

@@ -1,5 +1,5 @@
 """Timing for the benchmark scripts (launch/bench_*.py): the median of repeated calls, and the machine's float32
-matmul rate that their tables state throughput against."""
+matmul rate that their tables state throughput against; and XLA compile time as a run's start-up record counts it."""
 
 from __future__ import annotations
 
@@ -28,3 +28,52 @@ def matmul_rate(n: int = 2048, repeats: int = 5) -> float:
     b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32)
     mm = jax.jit(lambda a, b: a @ b)
     return 2 * n**3 / median_time(lambda: mm(a, b).block_until_ready(), repeats)
+
+
+# JAX's monitoring event names (jax._src.dispatch.BACKEND_COMPILE_EVENT, jax._src.compiler): one XLA compile or
+# persistent-cache look-up, and one persistent-cache hit.
+_BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+
+
+class CompileTimer:
+    """XLA compile seconds (cache look-ups included) and persistent-cache hits while active, read off JAX's own
+    monitoring events; tracing and lowering are not counted (nested jits would count them twice)."""
+
+    def __init__(self):
+        self.seconds, self.compiles, self.cache_hits = 0.0, 0, 0
+        self.active = False
+
+    def _duration(self, event: str, duration: float, **_) -> None:
+        if event == _BACKEND_COMPILE_EVENT:
+            self.seconds += duration
+            self.compiles += 1
+
+    def _event(self, event: str, **_) -> None:
+        if event == _CACHE_HIT_EVENT:
+            self.cache_hits += 1
+
+    def start(self) -> CompileTimer:
+        """Starts counting (the listeners are process-wide: call `stop`)."""
+        import jax
+
+        if not self.active:
+            jax.monitoring.register_event_duration_secs_listener(self._duration)
+            jax.monitoring.register_event_listener(self._event)
+            self.active = True
+        return self
+
+    def stop(self) -> None:
+        """Stops counting (again: nothing)."""
+        import jax
+
+        if self.active:
+            jax.monitoring.unregister_event_duration_listener(self._duration)
+            jax.monitoring.unregister_event_listener(self._event)
+            self.active = False
+
+    def __enter__(self) -> CompileTimer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

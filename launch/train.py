@@ -10,6 +10,18 @@ evolver measured, with label, deltas and verdict; empty for a method whose harne
 semantic index) and, at the end, `report.html` (launch/report.py). Restarted with the same workdir it resumes from
 the latest checkpoint and continues exactly as if it had not stopped.
 
+Start-up. Once the first step of the process is done (or at once when there is no step to run), one log line and
+`startup.json` give the wall seconds from launch to training: `weights_s` (reading the weights and building the
+params), `tokenizer_s`, `build_s` (everything else before the first step: config checks, tasks, mesh, trainer, engine,
+judge, memory, the train state or the restored checkpoint, with the compiles they need), `imports_s` (Python imports
+before `train` runs; 0 when `train` is called as a function), `compile_s` (XLA compile seconds, persistent-cache look-ups
+included, from `train` through the first step; tracing and lowering not counted), `first_step_compile_s` (the part
+of compile_s inside the first step), `first_step_s` (the first step's wall time, compiles and all), and `total_s` =
+imports_s + the time to the first step + first_step_compile_s: what a user waits before the run trains at speed.
+Also `compiles` (programs compiled or loaded), `compile_cache` (the --compilation_cache directory, or null) and
+`compile_cache_hits`, and `start_step` (0, or the step resumed from). With --compilation_cache (on by default, under
+~/.cache/harnessrl_jax/xla or $JAX_COMPILATION_CACHE_DIR) a run whose programs were compiled before loads them.
+
 Failures (harnessrl_jax.failures). An unwritable or nearly full workdir is an error before any model loads. A
 damaged or partial newest checkpoint is named in one line and set aside, and the run resumes from the newest intact
 one (--on_damaged_checkpoint=stop stops instead); --restore_step=N resumes from checkpoint N, setting the newer ones
@@ -30,6 +42,7 @@ import shlex
 import sys
 import time
 
+PROCESS_START = time.perf_counter()  # before jax and the package are imported: startup.json's imports_s
 # Configs import `experiments.base`, and a checkout runs without installing the package.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -37,7 +50,7 @@ import jax  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from harnessrl_jax import cli, failures  # noqa: E402
+from harnessrl_jax import cli, failures, timing  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------- flags
 
@@ -49,6 +62,11 @@ flags.DEFINE_integer("restore_step", None, "Resume from this checkpoint step (th
                      "checkpoints_set_aside/); default: the newest intact one.")
 flags.DEFINE_enum("on_damaged_checkpoint", "previous", ["previous", "stop"], "A damaged or partial newest "
                   "checkpoint: set it aside and resume from the one before ('previous'), or stop ('stop').")
+flags.DEFINE_string("compilation_cache", os.environ.get("JAX_COMPILATION_CACHE_DIR") or
+                    os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "harnessrl_jax",
+                                 "xla"),
+                    "JAX's persistent compilation cache: a run whose programs were compiled before (same shapes, "
+                    "JAX and machine) loads them instead of compiling. '' turns it off.")
 flags.DEFINE_string("coordinator_address", os.environ.get("JAX_COORDINATOR_ADDRESS"), "Multi-host: HOST:PORT of "
                     "process 0.")
 flags.DEFINE_integer("num_processes", int(os.environ.get("JAX_NUM_PROCESSES", 1)), "Multi-host: process count.")
@@ -131,6 +149,65 @@ class Progress:
                      failures.progress_text(metrics), eta)
 
 
+def use_compilation_cache(directory: str) -> None:
+    """Turns on JAX's persistent compilation cache in `directory` (nothing for ''): programs that took over
+    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS (default here 0: every program, the eager ops included) to compile
+    are kept there."""
+    if not directory:
+        return
+    jax.config.update("jax_compilation_cache_dir", directory)
+    # JAX's default (1 s) keeps only the big programs; the ~50 small ones of a first step still take ~2 s.
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+class Startup:
+    """Seconds from launch to training, by stage, written to `<workdir>/startup.json` once the first step of this
+    process is done (see the module docstring for the keys)."""
+
+    def __init__(self, process_start: float | None):
+        self.begun = time.perf_counter()
+        self.imports_s = 0.0 if process_start is None else self.begun - process_start
+        self.timings: dict[str, float] = {}  # build.setup's weights_s, tokenizer_s, build_s
+        self.compiles = timing.CompileTimer().start()
+        self.before_loop = self.compile_before_loop = None
+
+    def loop_starts(self) -> None:
+        self.before_loop = time.perf_counter() - self.begun
+        self.compile_before_loop = self.compiles.seconds
+
+    def record(self, step: int, first_step_s: float | None) -> dict:
+        """The startup record (after the first step, or with first_step_s None when the run did no step)."""
+        first_compile = self.compiles.seconds - self.compile_before_loop
+        weights, tokenizer = self.timings.get("weights_s", 0.0), self.timings.get("tokenizer_s", 0.0)
+        return {
+            "weights_s": weights, "tokenizer_s": tokenizer,
+            "build_s": self.before_loop - weights - tokenizer,
+            "total_s": self.imports_s + self.before_loop + (first_compile if first_step_s is not None else 0.0),
+            "imports_s": self.imports_s,
+            "compile_s": self.compiles.seconds,
+            "first_step_compile_s": first_compile if first_step_s is not None else None,
+            "first_step_s": first_step_s,
+            "compiles": self.compiles.compiles,
+            "compile_cache": jax.config.jax_compilation_cache_dir,
+            "compile_cache_hits": self.compiles.cache_hits,
+            "start_step": step,
+        }
+
+    def write(self, workdir: str, step: int, first_step_s: float | None) -> None:
+        self.compiles.stop()
+        record = self.record(step, first_step_s)
+        logging.info("startup %.1f s: imports %.1f, weights %.1f, tokenizer %.1f, build %.1f, compile %.1f (first "
+                     "step %s; %d programs, %d from the compilation cache)", record["total_s"], record["imports_s"],
+                     record["weights_s"], record["tokenizer_s"], record["build_s"], record["compile_s"],
+                     "-" if first_step_s is None else f"{record['first_step_compile_s']:.1f}", record["compiles"],
+                     record["compile_cache_hits"])
+        if jax.process_index() == 0:
+            with open(os.path.join(workdir, "startup.json"), "w") as f:
+                json.dump({k: round(v, 3) if isinstance(v, float) else v for k, v in record.items()}, f, indent=1)
+                f.write("\n")
+
+
 # ------------------------------------------------------------------------------------------------- main
 
 
@@ -148,9 +225,18 @@ def resume_command(workdir: str) -> str:
 
 
 def train(config, workdir: str, stop_after: int | None = None, restore_step: int | None = None,
-          on_damaged_checkpoint: str = "previous") -> str:
+          on_damaged_checkpoint: str = "previous", *, process_start: float | None = None) -> str:
     """Run (or resume) `config` in `workdir` until config.total_steps, or `stop_after` steps; returns workdir.
-    `restore_step` resumes from that checkpoint; `on_damaged_checkpoint` 'previous' or 'stop' (the flags)."""
+    `restore_step` resumes from that checkpoint; `on_damaged_checkpoint` 'previous' or 'stop' (the flags);
+    `process_start` (perf_counter) is when the process began, for startup.json's imports_s (0 without it)."""
+    startup = Startup(process_start)
+    try:
+        return _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, startup)
+    finally:
+        startup.compiles.stop()
+
+
+def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, startup: Startup) -> str:
     import sqlite3
 
     from harnessrl_jax import build, configs, loop, methods
@@ -168,7 +254,7 @@ def train(config, workdir: str, stop_after: int | None = None, restore_step: int
     if restore_step is not None and restore_step not in ckpt.all_steps():  # before a model loads for nothing
         raise cli.UserError(f"--restore_step={restore_step}: no checkpoint {restore_step} under {ckpt.directory} "
                             f"(there are: {', '.join(map(str, ckpt.all_steps())) or 'none'})")
-    run = build.setup(config)
+    run = build.setup(config, startup.timings)
     stepper = loop.Stepper(run, method, workdir)
     # A damaged checkpoint is named in one line (rl.checkpoint.DamagedCheckpoint is a cli.UserError).
     restored = ckpt.restore_intact(run.trainer.abstract_state(), restore_step,
@@ -197,6 +283,9 @@ def train(config, workdir: str, stop_after: int | None = None, restore_step: int
         with open(os.path.join(workdir, "config.json"), "w") as f:
             f.write(config.to_json_best_effort(indent=2))
     progress = Progress(start, config.total_steps, harness=not method.frozen)
+    startup.loop_starts()
+    if start >= end:
+        startup.write(workdir, start, None)
 
     # --- the loop
     saved = start
@@ -213,6 +302,8 @@ def train(config, workdir: str, stop_after: int | None = None, restore_step: int
             run.close()
             raise cli.UserError(failures.stopped_message(e, step, ckpt.directory, resume_command(workdir))) from None
         metrics["time/step"] = time.perf_counter() - start_time
+        if step == start:
+            startup.write(workdir, start, metrics["time/step"])
 
         # --- logging
         metrics_log.write([{"step": step + 1, **metrics}])
@@ -245,8 +336,9 @@ def main(argv):
     logging.get_absl_handler().python_handler.addFilter(
         lambda r: r.levelno >= std_logging.WARNING or f"{os.sep}orbax{os.sep}" not in r.pathname)
     initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id)
+    use_compilation_cache(FLAGS.compilation_cache)
     train(FLAGS.config, FLAGS.workdir, stop_after=FLAGS.stop_after, restore_step=FLAGS.restore_step,
-          on_damaged_checkpoint=FLAGS.on_damaged_checkpoint)
+          on_damaged_checkpoint=FLAGS.on_damaged_checkpoint, process_start=PROCESS_START)
 
 
 if __name__ == "__main__":

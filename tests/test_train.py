@@ -24,6 +24,18 @@ def read_metrics(workdir):
         return [json.loads(line) for line in f]
 
 
+def read_startup(workdir):
+    """startup.json, checked for the keys and stages train.py's docstring names."""
+    with open(os.path.join(workdir, "startup.json")) as f:
+        startup = json.load(f)
+    for key in ("weights_s", "tokenizer_s", "build_s", "imports_s", "compile_s"):
+        assert startup[key] >= 0, (key, startup)
+    assert startup["total_s"] >= startup["imports_s"] + startup["weights_s"] + startup["tokenizer_s"] + \
+        startup["build_s"] - 1e-2, startup  # each value rounded to 1 ms
+    assert 0 <= startup["compile_cache_hits"] <= startup["compiles"]
+    return startup
+
+
 def test_tiny_model_learns_the_toy_rule_task(letters_run):
     """Reward (share of the rubric's points) rises from below 0.2 to above 0.8 within 30 GRPO steps."""
     workdir, log = letters_run
@@ -50,12 +62,17 @@ def test_tiny_model_learns_the_toy_rule_task(letters_run):
                for m in metrics)
     assert os.path.exists(os.path.join(workdir, "memory", "memory.sqlite"))
     assert str(LEARNING_STEPS) in os.listdir(os.path.join(workdir, "checkpoints"))
+    startup = read_startup(workdir)
+    assert startup["start_step"] == 0 and startup["first_step_s"] > startup["first_step_compile_s"] > 0
+    assert "startup " in log
 
     # Started again, a finished run restores its last checkpoint and has nothing left to do.
     log = run_train(workdir, "--config=experiments/tiny_cpu.py", f"--config.total_steps={LEARNING_STEPS}",
                     "--config.checkpoint.every=15", "--config.report=False")
     assert f"resumed from step {LEARNING_STEPS}" in log
     assert read_metrics(workdir) == metrics
+    startup = read_startup(workdir)
+    assert startup["start_step"] == LEARNING_STEPS and startup["first_step_s"] is None
 
 
 def test_a_config_that_cannot_run_is_one_short_message_listing_every_missing_piece(tmp_path):
@@ -81,6 +98,8 @@ def test_smollm2_cpu_config_runs_a_step(tmp_path):
     run_train(workdir, "--config=experiments/smollm2_cpu.py", "--config.total_steps=1", timeout=900)
     (m,) = read_metrics(workdir)
     assert m["train/engine_gap"] < 1e-3 and m["rollout/length_mean"] > 0
+    startup = read_startup(workdir)
+    assert startup["weights_s"] > 0 and startup["tokenizer_s"] > 0 and startup["first_step_compile_s"] > 0
 
 
 def test_plan_compiles_the_sharded_step_on_fake_devices():

@@ -85,31 +85,53 @@ def forward_flops(config, batch: int, seq: int) -> float:
     return family(config).forward_flops(config, batch, seq)
 
 
-def load_pretrained(name_or_path: str, **config_overrides) -> tuple[Any, Params, Any]:
+def load_pretrained(name_or_path: str, *, timings: dict[str, float] | None = None,
+                    **config_overrides) -> tuple[Any, Params, Any]:
     """(model_config, params, tokenizer) from a preset name, a .gguf file or a local HF directory.
 
     An HF directory's family follows its config.json's model_type; its tokenizer is None when the directory holds
     no tokenizer files. A random preset (`qwen3.5-tiny`) gives seeded random params and its bundled tokenizer.
-    Nothing is ever downloaded.
+    Nothing is ever downloaded. `timings`, when given, receives the wall seconds of `weights_s` (reading the file
+    and building the params) and `tokenizer_s`.
     """
+    import time
+
     from harnessrl_jax.models import loading, tokenizer as tok
+
+    timings = {} if timings is None else timings
+    clock = time.perf_counter()
+
+    def lap(key):
+        nonlocal clock
+        timings[key] = timings.get(key, 0.0) + time.perf_counter() - clock
+        clock = time.perf_counter()
 
     if name_or_path in RANDOM_PRESETS:
         import jax
 
         config = preset_config(name_or_path).replace(**config_overrides)
         tokenizer = tok.Tokenizer.from_gguf(weights_path(RANDOM_PRESETS[name_or_path]))  # the tokenizer only
+        lap("tokenizer_s")
         if tokenizer.vocab_size > config.vocab_size:
             raise ValueError(f"preset {name_or_path!r}: tokenizer has {tokenizer.vocab_size} ids, model "
                              f"{config.vocab_size}")
-        return config, init_params(config, jax.random.PRNGKey(0)), tokenizer
+        params = init_params(config, jax.random.PRNGKey(0))
+        lap("weights_s")
+        return config, params, tokenizer
     path = weights_path(name_or_path) if name_or_path in PRESETS else name_or_path
     if os.path.isdir(path):
         config, params = loading.load_hf_dir(path, **config_overrides)
-        return config, params, tok.load_tokenizer(path)
+        lap("weights_s")
+        tokenizer = tok.load_tokenizer(path)
+        lap("tokenizer_s")
+        return config, params, tokenizer
     if path.endswith(".gguf"):
-        config, params = loading.load_gguf(path, **config_overrides)
-        return config, params, tok.Tokenizer.from_gguf(path)
+        gguf_file = loading.read_gguf(path)  # one read of the file serves the weights and the tokenizer
+        config, params = loading.load_gguf(gguf_file, **config_overrides)
+        lap("weights_s")
+        tokenizer = tok.Tokenizer.from_gguf(gguf_file)
+        lap("tokenizer_s")
+        return config, params, tokenizer
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"model '{name_or_path}' not found: expected a preset name ({', '.join(sorted(PRESETS))}), "

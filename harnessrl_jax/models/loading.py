@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from harnessrl_jax.models import qwen3_5
+from harnessrl_jax.models.gguf_file import GGUFFile, read_gguf
 from harnessrl_jax.models.llama import ModelConfig, Params, param_shapes
 
 # GGUF architecture -> (HF model_type, whether llama.cpp permuted Q/K rows).
@@ -64,64 +65,56 @@ def _assemble(config: ModelConfig, get, source: str) -> Params:
     for name, shape in shapes.items():
         if name != "layers":
             params[name] = fix(get(name), shape, name)
-    params["layers"] = {
-        name: np.stack([fix(get((i, name)), shape[1:], f"layer {i} {name}") for i in range(config.num_layers)])
-        for name, shape in shapes["layers"].items()
-    }
+    params["layers"] = {}
+    for name, shape in shapes["layers"].items():
+        stacked = np.empty(shape, np.float32)  # each layer copied (transposed) straight into place
+        for i in range(config.num_layers):
+            stacked[i] = fix(get((i, name)), shape[1:], f"layer {i} {name}")
+        params["layers"][name] = stacked
     return jax.tree.map(lambda a: jnp.asarray(a, config.param_dtype), params)
 
 
 # ----------------------------------------------------------------------------------------------- GGUF
 
 
-def _gguf_reader(path: str):
-    import gguf
-
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"GGUF model file not found: {path}")
-    try:
-        return gguf.GGUFReader(path)
-    except Exception as e:  # the gguf package raises bare ValueErrors/struct errors on garbage
-        raise ValueError(f"{path}: not a readable GGUF file ({e})") from e
-
-
-def gguf_field(reader, key: str, default: Any = None) -> Any:
+def gguf_field(gguf_file: GGUFFile, key: str, default: Any = None) -> Any:
     """One metadata value of a GGUF file, or `default` when absent."""
-    field = reader.fields.get(key)
-    return default if field is None else field.contents()
+    return gguf_file.get(key, default)
 
 
-def gguf_model_config(reader, path: str, **overrides) -> ModelConfig:
+def gguf_model_config(gguf_file: GGUFFile, path: str, **overrides) -> ModelConfig:
     """ModelConfig from a GGUF file's metadata; unknown architectures are a ValueError naming the file."""
-    arch = gguf_field(reader, "general.architecture")
+    arch = gguf_field(gguf_file, "general.architecture")
     if arch not in _GGUF_ARCHS:
         raise ValueError(
             f"{path}: GGUF architecture '{arch}' is not supported (supported: {', '.join(sorted(_GGUF_ARCHS))})"
         )
 
     def need(key):
-        value = gguf_field(reader, f"{arch}.{key}")
+        value = gguf_field(gguf_file, f"{arch}.{key}")
         if value is None:
             raise ValueError(f"{path}: GGUF metadata '{arch}.{key}' is missing")
         return value
 
-    tensor_names = {t.name for t in reader.tensors}
+    tensor_names = set(gguf_file.tensors)
     hidden, heads = int(need("embedding_length")), int(need("attention.head_count"))
-    tokens = gguf_field(reader, "tokenizer.ggml.tokens")
-    vocab = gguf_field(reader, f"{arch}.vocab_size") or (len(tokens) if tokens is not None else None)
+    tokens = gguf_field(gguf_file, "tokenizer.ggml.tokens")
+    vocab = gguf_field(gguf_file, f"{arch}.vocab_size") or (len(tokens) if tokens is not None else None)
     if vocab is None:
-        vocab = next(t.shape[1] for t in reader.tensors if t.name == "token_embd.weight")
+        if "token_embd.weight" not in tensor_names:
+            raise ValueError(f"{path}: no vocabulary size (no {arch}.vocab_size, token list or 'token_embd.weight')")
+        vocab = gguf_file.tensors["token_embd.weight"].shape[1]
     kw = dict(
         vocab_size=int(vocab),
         hidden_size=hidden,
         intermediate_size=int(need("feed_forward_length")),
         num_layers=int(need("block_count")),
         num_heads=heads,
-        num_kv_heads=int(gguf_field(reader, f"{arch}.attention.head_count_kv", heads)),
-        head_dim=int(gguf_field(reader, f"{arch}.attention.key_length", hidden // heads)),
-        rope_theta=float(gguf_field(reader, f"{arch}.rope.freq_base", 10000.0)),
-        rms_norm_eps=float(gguf_field(reader, f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),
-        max_position_embeddings=int(gguf_field(reader, f"{arch}.context_length", 2048)),
+        num_kv_heads=int(gguf_field(gguf_file, f"{arch}.attention.head_count_kv", heads)),
+        head_dim=int(gguf_field(gguf_file, f"{arch}.attention.key_length", hidden // heads)),
+        rope_theta=float(gguf_field(gguf_file, f"{arch}.rope.freq_base", 10000.0)),
+        rms_norm_eps=float(gguf_field(gguf_file, f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),
+        max_position_embeddings=int(gguf_field(gguf_file, f"{arch}.context_length", 2048)),
         tie_embeddings="output.weight" not in tensor_names,
         qk_norm="blk.0.attn_q_norm.weight" in tensor_names,
         attention_bias="blk.0.attn_q.bias" in tensor_names,
@@ -137,21 +130,19 @@ def _unpermute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, dim, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def load_gguf(path: str, **overrides) -> tuple[ModelConfig, Params]:
-    """Config and float params from a GGUF file (any quantisation the gguf package can dequantize)."""
-    import gguf
-
-    reader = _gguf_reader(path)
-    config = gguf_model_config(reader, path, **overrides)
-    permuted = _GGUF_ARCHS[gguf_field(reader, "general.architecture")][1]
-    tensors = {t.name: t for t in reader.tensors}
+def load_gguf(path_or_file: str | GGUFFile, **overrides) -> tuple[ModelConfig, Params]:
+    """Config and float params from a GGUF file (any quantisation the gguf package can dequantize), given its path
+    or the `read_gguf` of it (which the tokenizer can share)."""
+    gguf_file = path_or_file if isinstance(path_or_file, GGUFFile) else read_gguf(path_or_file)
+    path = gguf_file.path
+    config = gguf_model_config(gguf_file, path, **overrides)
+    permuted = _GGUF_ARCHS[gguf_field(gguf_file, "general.architecture")][1]
 
     def get(key):
         name = _TOP_NAMES[key][0] if isinstance(key, str) else f"blk.{key[0]}.{_LAYER_NAMES[key[1]][0]}"
-        if name not in tensors:
+        if name not in gguf_file.tensors:
             raise ValueError(f"{path}: tensor '{name}' is missing")
-        t = tensors[name]
-        w = gguf.quants.dequantize(t.data, t.tensor_type).reshape([int(d) for d in reversed(t.shape)])
+        w = gguf_file.tensors[name].dequantize()
         if permuted and not isinstance(key, str) and key[1] in ("wq", "wk"):
             w = _unpermute_qk(w, config.num_heads if key[1] == "wq" else config.num_kv_heads)
         return w

@@ -13,9 +13,7 @@ from __future__ import annotations
 import datetime
 import functools
 import json
-import mmap
 import os
-import struct
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -25,6 +23,8 @@ import jinja2.ext
 import jinja2.sandbox
 import tokenizers
 from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers, processors
+
+from harnessrl_jax.models.gguf_file import GGUFFile, read_gguf
 
 # The split regexes of Qwen2's and Llama-3's tokenizer.json; llama.cpp runs the same ones (rewritten for std::regex).
 # GPT-2's is built into `pre_tokenizers.ByteLevel(use_regex=True)`.
@@ -103,13 +103,15 @@ class Tokenizer:
     # ---------------------------------------------------------------- loading
 
     @classmethod
-    def from_gguf(cls, path_or_reader: str | os.PathLike | gguf.GGUFReader) -> Tokenizer:
-        """Builds the tokenizer a GGUF file describes (byte-level BPE only); an open `gguf.GGUFReader` is reused."""
-        if isinstance(path_or_reader, gguf.GGUFReader):
-            name = getattr(path_or_reader.data, "filename", "<GGUFReader>")
-            metadata = {key: field.contents() for key, field in path_or_reader.fields.items()}
+    def from_gguf(cls, path_or_file: str | os.PathLike | GGUFFile | gguf.GGUFReader) -> Tokenizer:
+        """Builds the tokenizer a GGUF file describes (byte-level BPE only), from its path or an already read file
+        (`gguf_file.read_gguf`, which the weights loader shares, or an open `gguf.GGUFReader`)."""
+        if isinstance(path_or_file, gguf.GGUFReader):
+            name = getattr(path_or_file.data, "filename", "<GGUFReader>")
+            metadata = {key: field.contents() for key, field in path_or_file.fields.items()}
         else:
-            name, metadata = os.fspath(path_or_reader), _read_gguf_metadata(path_or_reader)
+            gguf_file = path_or_file if isinstance(path_or_file, GGUFFile) else read_gguf(path_or_file)
+            name, metadata = gguf_file.path, gguf_file.metadata
         meta = metadata.get
 
         kind = meta("tokenizer.ggml.model")
@@ -238,40 +240,6 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer | None:
     if not any((path / f).is_file() for f in _TOKENIZER_FILES):
         return None
     return Tokenizer.from_hf_dir(path)
-
-
-_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-_GGUF_STRING, _GGUF_ARRAY = 8, 9
-
-
-def _read_gguf_metadata(path) -> dict[str, Any]:
-    """A GGUF file's key-value metadata, stopping before the tensor index.
-
-    `gguf.GGUFReader` builds a numpy view per array item, about 3 s for a 49k-token vocabulary; this takes ~0.2 s.
-    """
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        if buf[:4] != b"GGUF" or struct.unpack_from("<I", buf, 4)[0] not in (2, 3):
-            raise ValueError(f"{path}: not a little-endian GGUF file of version 2 or 3")
-        pos = 24  # magic, version, tensor count; the key-value count follows it
-
-        def read(fmt):
-            nonlocal pos
-            (result,) = struct.unpack_from(fmt, buf, pos)
-            pos += struct.calcsize(fmt)
-            return result
-
-        def value(kind):
-            nonlocal pos
-            if kind == _GGUF_STRING:
-                size = read("<Q")
-                pos += size
-                return buf[pos - size:pos].decode("utf-8")
-            if kind == _GGUF_ARRAY:
-                item_kind, count = read("<I"), read("<Q")
-                return [value(item_kind) for _ in range(count)]
-            return read(_GGUF_SCALARS[kind])
-
-        return {value(_GGUF_STRING): value(read("<I")) for _ in range(struct.unpack_from("<Q", buf, 16)[0])}
 
 
 def _read_json(path: Path) -> dict:
