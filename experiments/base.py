@@ -120,6 +120,9 @@ def get_config(arg=None):
     c.optim.total_steps = c.get_ref("total_steps")
     c.mini_batches = 1  # optimiser updates per rollout batch; > 1 makes later updates off-policy (clipped ratio)
     c.micro_batches = 1  # slices per update, gradients summed: memory, not maths
+    # train batch width: 0 pads every row to the prompt budget + max_new_tokens (one compile of the step); n > 0
+    # to the step's longest row rounded up to a multiple of n (one compile per width; less padding to run over)
+    c.train_seq_bucket = 0
 
     # Mesh over all devices (num_devices 0) or the first num_devices; -1 takes what the others leave.
     c.mesh = dict(data=1, fsdp=-1, tensor=1, num_devices=0)

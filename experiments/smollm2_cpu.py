@@ -32,7 +32,14 @@ def get_config(arg=None):
     c.temperature = 1.0
 
     c.optim.lr = 1e-6
-    c.micro_batches = 2  # 8 rows of 176 tokens: two slices keep the [rows, T, 49152] logits small
+    c.micro_batches = 2  # 8 rows, two slices of 4
+    # Memory of a 135M model on a CPU: recomputing each layer in the backward (about a third more layer FLOPs)
+    # keeps the step's temporaries at ~1.3 GB instead of ~5 GB (launch/plan.py), at the same step time on this
+    # machine, where the saved activations' fresh pages cost as much as the recomputation.
+    c.model.remat = True
+    # Rows padded to the step's longest row (a multiple of 64), not to the 368-token budget: prompts without
+    # guidance fill about half of it. One compile per width seen.
+    c.train_seq_bucket = 64
     c.mesh.num_devices = 1
     c.checkpoint.every = 5
     # A <criterion> and a <critique> take ~60 SmolLM2 tokens, a <reference> of two examples up to ~150 (cut to fit).

@@ -174,7 +174,7 @@ def check(config) -> list[str]:
                                                 "needs the arms and the gradient sketch): use --config.method="
                                                 "harnessbandit")
     for key, low in (("total_steps", 1), ("tasks_per_step", 1), ("num_generations", 2), ("max_new_tokens", 1),
-                     ("max_prompt_len", 1), ("micro_batches", 1), ("mini_batches", 1)):
+                     ("max_prompt_len", 1), ("micro_batches", 1), ("mini_batches", 1), ("train_seq_bucket", 0)):
         _check(p, int(config.get(key, low)) >= low, f"--config.{key}={config.get(key)}: must be >= {low}")
     _check(p, config.temperature > 0, f"--config.temperature={config.temperature}: must be > 0 (training samples)")
     _check(p, 0 < config.top_p <= 1, f"--config.top_p={config.top_p}: must be in (0, 1]")

@@ -179,7 +179,8 @@ def train_on_rollouts(run: build.Run, state: TrainState, rollouts: Rollouts, adv
     """
     J = rollouts.num_samples // len(weights)
     batch = build_batch(rollouts, advantages.reshape(-1), np.repeat(np.asarray(weights, np.float32), J),
-                        seq_len=run.seq_len, pad_id=run.engine.pad_id, num_rows=run.rows)
+                        seq_len=run.seq_len, pad_id=run.engine.pad_id, num_rows=run.rows,
+                        bucket=run.config.get("train_seq_bucket", 0))
     return train_on_batch(run, state, batch, return_sketch=return_sketch)
 
 

@@ -43,16 +43,20 @@ flags.DEFINE_string("baseline", os.path.join(REPO, "launch", "bench_step_baselin
                     "Recorded baseline to compare against ('' for none).")
 flags.DEFINE_string("record", "", "Write this run's figures to this JSON file (e.g. to record a baseline).")
 flags.DEFINE_multi_string("override", [], "Extra --config.key=value settings for both the run and the record.")
+flags.DEFINE_string("compilation_cache", "", "train.py's --compilation_cache for every run: '' (default) compiles "
+                    "from scratch each run, as the baseline did; a directory reuses what the runs before compiled.")
 FLAGS = flags.FLAGS
 
 STAGES = ("rollout", "judge", "evolver", "critic", "memory", "train")
 
 
 def train_command(repo: str, workdir: str, steps: int) -> list[str]:
-    return [sys.executable, os.path.join(repo, "launch", "train.py"),
-            "--config=experiments/smollm2_cpu.py:method=harnessrl", f"--workdir={workdir}",
-            f"--config.total_steps={steps}", "--config.tasks.subset=8", "--config.tasks.domain=medical",
-            f"--config.checkpoint.every={steps}", *(f"--config.{o.removeprefix('--config.')}" for o in FLAGS.override)]
+    train = os.path.join(repo, "launch", "train.py")
+    with open(train) as f:  # a checkout from before the flag existed compiles from scratch anyway
+        cache = [f"--compilation_cache={FLAGS.compilation_cache}"] if "compilation_cache" in f.read() else []
+    return [sys.executable, train, *cache, "--config=experiments/smollm2_cpu.py:method=harnessrl",
+            f"--workdir={workdir}", f"--config.total_steps={steps}", "--config.tasks.subset=8",
+            "--config.tasks.domain=medical", f"--config.checkpoint.every={steps}", *(f"--config.{o.removeprefix('--config.')}" for o in FLAGS.override)]
 
 
 def one_run(repo: str, steps: int) -> dict:
@@ -79,13 +83,21 @@ def one_run(repo: str, steps: int) -> dict:
             raise RuntimeError(f"train.py exited with {os.waitstatus_to_exitcode(status)}:\n{tail}")
         with open(metrics_path) as f:
             lines = [json.loads(line) for line in f if line.strip()]
+        startup = {}
+        if os.path.exists(os.path.join(workdir, "startup.json")):  # the run's own breakdown (newer checkouts)
+            with open(os.path.join(workdir, "startup.json")) as f:
+                startup = json.load(f)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     first = lines[0]
     return {"wall_s": wall, "startup_s": (first_line_at or wall) - first["time/step"],
             "first_step_s": first["time/step"],
             "steps": [{k: float(v) for k, v in m.items() if k.startswith("time/")} for m in lines],
-            "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9}  # ru_maxrss: KiB on Linux
+            "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9,  # ru_maxrss: KiB on Linux
+            **{f"startup_{k}": startup.get(k) for k in STARTUP}}
+
+
+STARTUP = ("weights_s", "tokenizer_s", "build_s", "first_step_compile_s")
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -95,7 +107,7 @@ def summarise(runs: list[dict]) -> dict:
         return {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else None
 
     out = {"runs": len(runs), "steps": len(runs[0]["steps"])}
-    for key in ("wall_s", "startup_s", "first_step_s", "peak_rss_gb"):
+    for key in ("wall_s", "startup_s", "first_step_s", "peak_rss_gb", *(f"startup_{k}" for k in STARTUP)):
         out[key] = spread([r[key] for r in runs])
     for stage in ("step",) + STAGES:
         out[f"steady_{stage}_s"] = spread([statistics.median(s.get(f"time/{stage}", 0.0) for s in r["steps"][1:])
@@ -132,7 +144,10 @@ def main(argv):
         with open(FLAGS.baseline) as f:
             base = json.load(f)
 
-    rows = [("startup (to step 1)", "startup_s"), ("step 1 (with the first compiles)", "first_step_s")] + \
+    rows = [("startup (to step 1)", "startup_s"), ("  of which weights", "startup_weights_s"),
+            ("  of which tokenizer", "startup_tokenizer_s"), ("  of which the rest of the build", "startup_build_s"),
+            ("step 1 (with the first compiles)", "first_step_s"),
+            ("  of which XLA compiles", "startup_first_step_compile_s")] + \
         [(f"steady step: {s}", f"steady_{s}_s") for s in ("step",) + STAGES] + \
         [("whole run", "wall_s"), ("peak resident memory (GB)", "peak_rss_gb")]
     print(f"\nOne HarnessRL step of the CPU default (smollm2_cpu.py:method=harnessrl, 8 medical tasks, {FLAGS.steps} "

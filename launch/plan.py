@@ -1,7 +1,7 @@
 """What a config's train step needs per device, from compiling it on fake devices (nothing runs, no weights load).
 
     python launch/plan.py --config=experiments/rubric_mix_4b.py --devices=128
-    python launch/plan.py --config=experiments/smollm2_cpu.py --devices=8 --config.micro_batches=4
+    python launch/plan.py --config=experiments/smollm2_cpu.py:method=harnessrl   # the CPU default, on its one device
 
 Builds the config's mesh over --devices fake CPU devices, the model's shapes (a preset name, or the config.json of
 a local HF directory or the header of a .gguf file) and the sharded train step of rl/step.py with abstract
@@ -33,7 +33,8 @@ from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 config_flags.DEFINE_config_file("config", None, "Experiment config file (experiments/*.py[:arg]).", lock_config=True)
-flags.DEFINE_integer("devices", 8, "Fake devices to plan for (the mesh's size).")
+flags.DEFINE_integer("devices", 8, "Fake devices to plan for (the mesh's size); without it a config that fixes "
+                     "mesh.num_devices (the CPU configs) is planned on that many.")
 flags.DEFINE_float("device_memory_gb", 80.0, "Memory per device, GB (H100: 80).")
 flags.DEFINE_float("peak_tflops", 989.0, "Peak dense TFLOP/s per device at the compute dtype (H100 bf16: 989).")
 flags.DEFINE_float("mfu", 0.4, "Model FLOPs utilisation assumed for the time estimate.")
@@ -46,6 +47,7 @@ def model_shapes(config):
     import json
 
     from harnessrl_jax.models import PRESETS, loading
+    from harnessrl_jax.models.gguf_file import read_gguf
 
     overrides = {k: config.model[k] for k in ("compute_dtype", "remat") if k in config.model}
     name = config.model_name
@@ -55,7 +57,7 @@ def model_shapes(config):
         with open(os.path.join(name, "config.json")) as f:
             return loading.hf_model_config(json.load(f), name, **overrides)
     if name.endswith(".gguf") and os.path.isfile(name):
-        return loading.gguf_model_config(loading._gguf_reader(name), name, **overrides)
+        return loading.gguf_model_config(read_gguf(name), name, **overrides)
     raise FileNotFoundError(f"config.model_name {name!r}: not a preset ({', '.join(sorted(PRESETS))}), an HF "
                             f"directory with config.json, or a .gguf file")
 
@@ -68,7 +70,11 @@ def plan(config) -> dict:
     from harnessrl_jax.models import forward_flops
 
     model_config = model_shapes(config)
-    devices = jax.devices()
+    # --devices when given; otherwise the config's first num_devices devices, as build.setup takes them (the CPU
+    # configs: one), or every fake device for num_devices 0
+    explicit = any(a.startswith("--devices") for a in sys.argv[1:])
+    count = config.mesh.get("num_devices", 0)
+    devices = jax.devices()[:count] if count and not explicit else jax.devices()
     mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor, devices=devices)
     trainer = build.make_trainer(config, model_config, mesh)
     mini = config.get("mini_batches", 1)

@@ -49,8 +49,11 @@ def round_up(x: int, multiple: int) -> int:
 
 
 def build_batch(rollouts: Rollouts, advantages, weights=None, *, seq_len: int, pad_id: int,
-                num_rows: int | None = None) -> TrainBatch:
+                num_rows: int | None = None, bucket: int = 0) -> TrainBatch:
     """The train batch of `rollouts`: advantages and weights [N] per rollout row; rows padded to `num_rows`.
+
+    Rows are `seq_len` tokens, or with `bucket` > 0 the longest row rounded up to a multiple of `bucket` (at most
+    seq_len): less padding for the layers to run over, one compile of the step per width seen.
 
     Padding rows carry no loss (mask off, weight 0). Raises ValueError if a prompt plus its completion does not fit
     in `seq_len`, or the rollouts do not fit in `num_rows`.
@@ -65,6 +68,9 @@ def build_batch(rollouts: Rollouts, advantages, weights=None, *, seq_len: int, p
         raise ValueError(f"advantages and weights must have one entry per rollout ({n}), got "
                          f"{advantages.shape} and {weights.shape}")
 
+    if bucket > 0 and n:
+        longest = max(len(rollouts.prompt_ids[rollouts.prompt_index[r]]) + int(rollouts.lengths[r]) for r in range(n))
+        seq_len = min(seq_len, round_up(longest, bucket))
     tokens = np.full((rows, seq_len), pad_id, np.int32)
     attention = np.zeros((rows, seq_len), bool)
     loss_mask = np.zeros((rows, seq_len), bool)

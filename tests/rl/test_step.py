@@ -226,6 +226,26 @@ def test_batch_aligns_engine_logprobs_with_the_trainers_recomputation(params):
     assert not mask[6:].any() and (batch.weights[6:] == 0).all()
 
 
+def test_a_bucketed_batch_is_the_full_batch_cut_after_its_longest_row_and_trains_the_same(params, ref_params):
+    engine = JaxEngine(CONFIG, params, stop_ids=[1], pad_id=0)
+    rollouts = engine.generate([[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [15]], n=2, max_new_tokens=9,
+                               temperature=0.9, seed=3)
+    advantages = np.array([1.0, -1.0, 0.5, -0.5, 2.0, -2.0])
+    full = build_batch(rollouts, advantages, seq_len=40, pad_id=0, num_rows=8)
+    cut = build_batch(rollouts, advantages, seq_len=40, pad_id=0, num_rows=8, bucket=8)
+    longest = int(full.attention_mask.sum(axis=1).max())
+    assert cut.tokens.shape[1] == -(-longest // 8) * 8 < 40
+    for a, b in zip(full, cut):
+        if a is not None:
+            np.testing.assert_array_equal(a if a.ndim == 1 else a[:, :b.shape[1]], b)
+            assert a.ndim == 1 or not a[:, b.shape[1]:].any() or (a[:, b.shape[1]:] == 0).all()
+    grads_full, metrics_full = sgd_step(one_device(), params, ref_params, full)
+    grads_cut, metrics_cut = sgd_step(one_device(), params, ref_params, cut)
+    assert_trees_close(grads_cut, grads_full, atol=1e-6)
+    assert_metrics_close(metrics_cut, metrics_full, 1e-6)
+    assert build_batch(rollouts, advantages, seq_len=16, pad_id=0, num_rows=8, bucket=64).tokens.shape[1] == 16
+
+
 def test_batch_rejects_a_sequence_longer_than_seq_len(params):
     engine = JaxEngine(CONFIG, params, stop_ids=[-1], pad_id=0)
     rollouts = engine.generate([[5] * 10], n=1, max_new_tokens=8, temperature=1.0)
