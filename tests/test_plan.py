@@ -3,8 +3,8 @@
 
 The plans are compiled with LLVM's optimisation off (PLAN_XLA_FLAGS): plan.py reads the per-device memory from XLA's
 buffer assignment, which the HLO passes fix before LLVM generates code, and the FLOPs from the model's shapes; nothing
-runs. The numbers are the same with and without the flag (every field of these four plans compared when the flag
-was introduced), and the compiles take about half the time."""
+runs. The plans of these four configs were the same with and without the flag when it was introduced (the memory
+bytes compared, the other fields do not depend on the compiler), and the compiles take about half the time."""
 
 import json
 import os
