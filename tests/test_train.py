@@ -103,10 +103,12 @@ def test_smollm2_cpu_config_runs_a_step(tmp_path):
 
 
 def test_plan_compiles_the_sharded_step_on_fake_devices():
-    """launch/plan.py sizes a config's step per device without running it: the tiny config over 8 devices."""
+    """launch/plan.py sizes a config's step per device without running it: the tiny config over 8 devices
+    (compiled with LLVM's optimisation off, which leaves XLA's buffer assignment as it is: see tests/test_plan.py)."""
     cmd = [sys.executable, os.path.join(REPO, "launch", "plan.py"), "--config=experiments/tiny_cpu.py",
            "--devices=8", "--device_memory_gb=1"]
-    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "XLA_FLAGS": "--xla_backend_optimization_level=0"}  # plan.py adds its fake devices
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "{'data': 1, 'fsdp': 8, 'tensor': 1} over 8 devices" in out.stdout
     assert "32 rows x 24 tokens" in out.stdout and "(fits)" in out.stdout
