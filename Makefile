@@ -21,12 +21,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) launch/demo.py
 
+# malloc on transparent huge pages, as the launch scripts run (harnessrl_jax/cli.py): far fewer page faults
 test: $(STAMP)
-	$(PY) -m pytest -q tests
+	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q tests
 
 # The same suite without the end-to-end tests marked slow.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow" tests
+	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -m "not slow" tests
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -56,7 +56,8 @@ def train_command(repo: str, workdir: str, steps: int) -> list[str]:
         cache = [f"--compilation_cache={FLAGS.compilation_cache}"] if "compilation_cache" in f.read() else []
     return [sys.executable, train, *cache, "--config=experiments/smollm2_cpu.py:method=harnessrl",
             f"--workdir={workdir}", f"--config.total_steps={steps}", "--config.tasks.subset=8",
-            "--config.tasks.domain=medical", f"--config.checkpoint.every={steps}", *(f"--config.{o.removeprefix('--config.')}" for o in FLAGS.override)]
+            "--config.tasks.domain=medical", f"--config.checkpoint.every={steps}",
+            *(f"--config.{o.removeprefix('--config.')}" for o in FLAGS.override)]
 
 
 def one_run(repo: str, steps: int) -> dict:

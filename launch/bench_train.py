@@ -1,6 +1,6 @@
 """Throughput of one GRPO update (forward, backward, optimiser) in JAX against the same update in PyTorch.
 
-    GLIBC_TUNABLES=glibc.malloc.hugetlb=1 python launch/bench_train.py [--batch=16] [--seq=128] [--repeats=3]
+    python launch/bench_train.py [--batch=16] [--seq=128] [--repeats=3] [--micro_batches=1,4]
 
 Both sides run SmolLM2-135M-Instruct in float32 on the CPU from the same GGUF weights: the JAX side is this
 project's sharded train step (rl/step.py, one device, no reference forward since kl_coef = 0, the output head on
@@ -11,11 +11,14 @@ sampling temperature, ratio against detached logprobs, clipped surrogate, token 
 torch.optim.AdamW. Runs alternate between the implementations so machine load hits all alike; the best of the
 repeats is reported. Achieved FLOP/s counts the update's matmul FLOPs analytically (forward + backward = 3 x
 forward: the layers at every position, the head at the completion positions; the JAX head's recomputation in its
-backward is not counted) against a large float32 matmul's rate measured in the same run. The system time and page faults per update show allocation cost: XLA's CPU runtime allocates each call's
+backward is not counted) against a large float32 matmul's rate measured in the same run.
+
+The system time and page faults per update show allocation cost: XLA's CPU runtime allocates each call's
 temporaries afresh, glibc maps allocations over 32 MiB straight from the kernel, and faulting gigabytes of fresh
-pages serialises the threads; micro-batches (smaller temporaries) or transparent huge pages for malloc
-(GLIBC_TUNABLES above, read at process start) cut that. A breakdown of the full-batch JAX update (forward,
-forward + backward, whole step) shows where the rest goes. Keep other work off the machine while it runs.
+pages serialises the threads; the script (like every launch script, harnessrl_jax/cli.py) runs with malloc on
+transparent huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1; HARNESSRL_NO_REEXEC=1 to measure without), which
+applies to both implementations alike. A breakdown of the full-batch JAX update (forward, forward + backward, whole
+step) shows where the rest goes. Keep other work off the machine while it runs.
 """
 
 from __future__ import annotations
