@@ -33,6 +33,7 @@ def report(error: BaseException) -> None:
 
 HUGE_PAGES = "glibc.malloc.hugetlb=1"
 THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
+REEXECUTED = "HARNESSRL_REEXECUTED"  # set on the re-executed process: GLIBC_TUNABLES is ours, not the user's
 
 
 def reexec_with_huge_pages(script_is_main: bool) -> None:
@@ -49,7 +50,8 @@ def reexec_with_huge_pages(script_is_main: bool) -> None:
     except OSError:
         return
     sys.stdout.flush(), sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "GLIBC_TUNABLES": HUGE_PAGES})
+    os.execve(sys.executable, [sys.executable, *sys.argv],
+              {**os.environ, "GLIBC_TUNABLES": HUGE_PAGES, REEXECUTED: HUGE_PAGES})
 
 
 def run(main: Callable[[list[str]], object]) -> None:
