@@ -1,12 +1,12 @@
 """One HarnessRL step of the CPU default, time by stage and peak memory, against a recorded baseline.
 
-    python launch/bench_step.py [--steps=4] [--repeats=3]
+    python launch/bench_step.py [--steps=6] [--repeats=3]
     python launch/bench_step.py --repo=OLD_CHECKOUT --record=launch/bench_step_baseline.json   # (re)record it
 
 Each repeat runs `launch/train.py --config=experiments/smollm2_cpu.py:method=harnessrl` as `make demo` does (8
 medical tasks of the mini set, J = 4, the rule judge, the full evolver) for --steps steps in a fresh process and
 a scratch workdir, and reads what the run itself logs: `time/*` of every step from metrics.jsonl. Step 1 carries
-the train step's and the sampler's first compiles and is reported on its own; the steady step is the median of
+the train step's and the sampler's first compiles and is reported on its own; the steady step is the mean of
 steps 2 onwards, by stage (rollout, judge, evolver with the critic inside it, memory, train). Startup is the time
 from the process's start to the start of step 1 (weights, tokenizer, tasks, MiniLM, the judge), read from the
 moment step 1's metrics line appears minus that step's time. Peak memory is the process's maximum resident set
@@ -36,7 +36,7 @@ sys.path.insert(0, REPO)
 
 from harnessrl_jax import cli  # noqa: E402
 
-flags.DEFINE_integer("steps", 4, "Training steps per run (step 1 carries the compiles; >= 2).")
+flags.DEFINE_integer("steps", 6, "Training steps per run (step 1 carries the compiles; >= 2).")
 flags.DEFINE_integer("repeats", 3, "Runs, each a fresh process (the table gives the median and the spread).")
 flags.DEFINE_string("repo", REPO, "Checkout whose launch/train.py runs (an older commit to record a baseline).")
 flags.DEFINE_string("baseline", os.path.join(REPO, "launch", "bench_step_baseline.json"),
@@ -52,8 +52,10 @@ STAGES = ("rollout", "judge", "evolver", "critic", "memory", "train")
 
 def train_command(repo: str, workdir: str, steps: int) -> list[str]:
     train = os.path.join(repo, "launch", "train.py")
-    with open(train) as f:  # a checkout from before the flag existed compiles from scratch anyway
-        cache = [f"--compilation_cache={FLAGS.compilation_cache}"] if "compilation_cache" in f.read() else []
+    cache = []
+    if os.path.exists(train):
+        with open(train) as f:  # a checkout from before the flag existed compiles from scratch anyway
+            cache = [f"--compilation_cache={FLAGS.compilation_cache}"] if "compilation_cache" in f.read() else []
     return [sys.executable, train, *cache, "--config=experiments/smollm2_cpu.py:method=harnessrl",
             f"--workdir={workdir}", f"--config.total_steps={steps}", "--config.tasks.subset=8",
             "--config.tasks.domain=medical", f"--config.checkpoint.every={steps}",
@@ -111,7 +113,8 @@ STARTUP = ("weights_s", "tokenizer_s", "build_s", "first_step_compile_s")
 
 
 def summarise(runs: list[dict]) -> dict:
-    """Median and [min, max] over runs of each figure; the steady step is each run's median over steps 2.."""
+    """Median and [min, max] over runs of each figure; a steady stage is each run's mean over steps 2.. (the evolver
+    acts on some steps and not others); the runs' per-step times are kept as they came."""
     def spread(values):
         values = [v for v in values if v is not None]
         return {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else None
@@ -120,8 +123,9 @@ def summarise(runs: list[dict]) -> dict:
     for key in ("wall_s", "startup_s", "first_step_s", "peak_rss_gb", *(f"startup_{k}" for k in STARTUP)):
         out[key] = spread([r[key] for r in runs])
     for stage in ("step",) + STAGES:
-        out[f"steady_{stage}_s"] = spread([statistics.median(s.get(f"time/{stage}", 0.0) for s in r["steps"][1:])
+        out[f"steady_{stage}_s"] = spread([statistics.mean(s.get(f"time/{stage}", 0.0) for s in r["steps"][1:])
                                            for r in runs])
+    out["per_run_steps"] = [r["steps"] for r in runs]
     return out
 
 

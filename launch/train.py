@@ -279,6 +279,7 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
             raise cli.UserError(f"cannot resume from checkpoint {start} in {workdir}: {e}") from None
         build.push_weights(run, state.params)
         logging.info("resumed from step %d (%s)", start, ckpt.directory)
+    run.initial_params = None  # the state holds the policy now: the host copy of the weights is freed
     end = config.total_steps if stop_after is None else min(stop_after, config.total_steps)
     # metrics.jsonl numbers a step by the updates done after it (1-based); harness.jsonl by the step that proposed
     # its candidates (0-based).
