@@ -146,29 +146,17 @@ def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
     return out.astype(x.dtype)
 
 
-def _attention(q, k, v, mask, config: ModelConfig):
-    """Grouped-query attention. q [B, T, Hq, Dh], k/v [B, S, Hkv, Dh], mask [B, T, S] -> [B, T, Hq*Dh]."""
+def _attention(q, k, v, mask, config: ModelConfig, kv_layout: str = "bskd"):
+    """Grouped-query attention. q [B, T, Hq, Dh], k/v [B, S, Hkv, Dh] (kv_layout 'bskd') or [B, Hkv, S, Dh] ('bksd',
+    a cache layer), mask [B, T, S] -> [B, T, Hq*Dh]."""
     b, t, _, dh = q.shape
     groups = config.num_heads // config.num_kv_heads
     q = q.reshape(b, t, config.num_kv_heads, groups, dh)
-    scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)
+    scores = jnp.einsum(f"btkgd,{kv_layout}->bkgts", q, k, preferred_element_type=jnp.float32)
     scores = scores * (dh**-0.5)
     scores = jnp.where(mask[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-    out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
-    return out.reshape(b, t, config.q_dim)
-
-
-def _cached_attention(q, k, v, mask, config: ModelConfig):
-    """_attention against a cache layer: q [B, T, Hq, Dh], k/v [B, Hkv, S, Dh], mask [B, T, S] -> [B, T, Hq*Dh]."""
-    b, t, _, dh = q.shape
-    groups = config.num_heads // config.num_kv_heads
-    q = q.reshape(b, t, config.num_kv_heads, groups, dh)
-    scores = jnp.einsum("btkgd,bksd->bkgts", q, k, preferred_element_type=jnp.float32)
-    scores = scores * (dh**-0.5)
-    scores = jnp.where(mask[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-    out = jnp.einsum("bkgts,bksd->btkgd", probs, v)
+    out = jnp.einsum(f"bkgts,{kv_layout}->btkgd", probs, v)
     return out.reshape(b, t, config.q_dim)
 
 
@@ -298,7 +286,7 @@ def forward_cached(
         cv = jax.lax.dynamic_update_slice(cv, v.swapaxes(1, 2)[None].astype(cv.dtype), (li, 0, 0, index, 0))
         k_all = jax.lax.dynamic_index_in_dim(ck, li, keepdims=False)
         v_all = jax.lax.dynamic_index_in_dim(cv, li, keepdims=False)
-        x = x + _dense(_cached_attention(q, k_all, v_all, mask, config), lp["wo"])
+        x = x + _dense(_attention(q, k_all, v_all, mask, config, kv_layout="bksd"), lp["wo"])
         return (x + _mlp(lp, x, config), ck, cv), None
 
     x = params["embed"][tokens]
