@@ -209,6 +209,12 @@ def main(argv):
     print(f"JAX breakdown (full batch): forward (the loss) {fwd:.2f}s ({flops / 3 / fwd / 1e9:.1f} GFLOP/s), "
           f"forward+backward with the loss {fb:.2f}s ({flops / fb / 1e9:.1f} GFLOP/s), "
           f"the rest of the step (clip, AdamW, metrics, allocation) {step_s - fb:.2f}s")
+    fastest = min(best, key=best.get)
+    verdict = f"the fastest JAX update ({fastest.split(', ')[-1]}) runs at {flops / best[fastest] / peak:.0%} of the " \
+              "matmul peak (target 65%)"
+    if FLAGS.torch:
+        verdict += f" and {torch_s / best[fastest]:.2f}x the PyTorch update (target 1.25x)"
+    print("\nverdict: " + verdict)
 
 
 if __name__ == "__main__":
