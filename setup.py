@@ -51,6 +51,7 @@ setup(
             "transformers>=4.50",
             "accelerate>=1.0",
             "pytest>=8",
+            "pytest-xdist>=3.5",  # `make test` runs the suite on two workers
             "hypothesis>=6.100",
             # A real OpenAI-compatible server for the HTTP judge tests (compiles llama.cpp, ~5 minutes).
             "llama-cpp-python[server]>=0.3",
