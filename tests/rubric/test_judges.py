@@ -509,10 +509,12 @@ def test_openai_judge_retries_a_failing_server_on_the_next_one(fake_server):
     up = fake_server(answer_by_criterion)
     with OpenAIJudge([f"{down.url}/v1", f"{up.url}/v1"], "fake-judge", timeout_s=0.5, max_retries=1,
                      backoff_s=0.01) as judge:
+        # A task's first server follows a hash of its route and the servers' (random) ports: with 24 tasks the
+        # chance that none starts on the failing one is 2^-24 (with 6 it was 1 in 64, a flaky test).
         m = judge.score_batch([dataclasses.replace(TASK, id=f"t{i}", prompt=(
-            {"role": "user", "content": f"Case {i}"},)) for i in range(6)], [RESPONSES[:1]] * 6)
+            {"role": "user", "content": f"Case {i}"},)) for i in range(24)], [RESPONSES[:1]] * 24)
         stats = judge.stats
-    assert all((x.status == OK).all() for x in m) and len(up.requests) == 18
+    assert all((x.status == OK).all() for x in m) and len(up.requests) == 3 * 24  # 3 criteria per task
     assert stats["retries"] == len(down.requests) > 0  # every call that met the failing server was retried
 
 
