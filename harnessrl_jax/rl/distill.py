@@ -42,7 +42,6 @@ def teacher_topk(teacher_logits, *, k: int, temperature: float = 1.0):
 def kl_terms(teacher_ids, teacher_logp, student_logits, temperature: float = 1.0):
     """KL_t [B, L] from the teacher's top-k (ids, logp) [B, L, k] and the student's logits [B, L, V]."""
     teacher_logp = jax.lax.stop_gradient(teacher_logp.astype(jnp.float32))
-    # the same expression as grpo.token_logprobs', so in the train step XLA computes the log-normaliser once
     x = student_logits.astype(jnp.float32) / temperature
     student_logp = jnp.take_along_axis(x, teacher_ids, axis=-1) - jax.nn.logsumexp(x, axis=-1)[..., None]
     return kl_from_logps(teacher_logp, student_logp)

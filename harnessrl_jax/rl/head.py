@@ -21,9 +21,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-
-def _same(x, kind):
-    return x
+from harnessrl_jax.models.llama import _same  # the no-op `constrain` the models take too
 
 
 def _logits(xc, w, vocab_axis: int, temperature: float, constrain):
