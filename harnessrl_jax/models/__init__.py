@@ -23,7 +23,8 @@ class Family:
 
     name: str
     forward: Callable  # (config, params, tokens, attention_mask=None, positions=None, constrain=...) -> logits
-    forward_cached: Callable  # (config, params, tokens, positions, token_valid, cache, index) -> (logits, cache)
+    # (config, params, tokens, positions, token_valid, cache, index) -> (logits [B, V] at the last position, cache)
+    forward_cached: Callable
     init_cache: Callable  # (config, batch, length) -> an empty cache with a .repeat(n) method
     param_shapes: Callable  # config -> the params pytree as tuples of ints
     init_params: Callable  # (config, rng, std) -> random params
@@ -61,7 +62,7 @@ def features(config, params: Params, tokens, *args, **kwargs):
 
 
 def forward_cached(config, params: Params, tokens, positions, token_valid, cache, index):
-    """One cached step of any family (see llama.forward_cached): (logits, new cache)."""
+    """One cached step of any family (see llama.forward_cached): (last position's logits [B, V], new cache)."""
     return family(config).forward_cached(config, params, tokens, positions, token_valid, cache, index)
 
 

@@ -264,10 +264,12 @@ def forward_cached(
     config: ModelConfig, params: Params, tokens: jax.Array, positions: jax.Array, token_valid: jax.Array,
     cache: KVCache, index: jax.Array,
 ) -> tuple[jax.Array, KVCache]:
-    """Run tokens [B, T] written at cache slots [index, index + T); returns (logits [B, T, V], new cache).
+    """Run tokens [B, T] written at cache slots [index, index + T); returns (logits [B, V] at the last input
+    position, new cache): sampling needs no other position, and prefill would spend a [B, T, V] head on them.
 
     Each query attends to the valid cache slots at or before its own slot, so one function serves prefill
-    (T = prompt bucket) and decode (T = 1). token_valid [B, T] marks real (non-pad) input tokens.
+    (T = prompt bucket, prompts left-padded so the last position is real) and decode (T = 1). token_valid [B, T]
+    marks real (non-pad) input tokens.
     """
     params = _cast(params, config)
     t = tokens.shape[1]
@@ -293,7 +295,7 @@ def forward_cached(
     (x, ck, cv), _ = jax.lax.scan(
         layer, (x, cache.k, cache.v), (params["layers"], jnp.arange(config.num_layers))
     )
-    return _logits(params, x, config), KVCache(ck, cv, valid)
+    return _logits(params, x[:, -1:], config)[:, 0], KVCache(ck, cv, valid)
 
 
 def forward_flops(config: ModelConfig, batch: int, seq: int) -> float:

@@ -394,7 +394,8 @@ def forward_cached(
     config: Qwen3_5Config, params: Params, tokens: jax.Array, positions: jax.Array, token_valid: jax.Array,
     cache: HybridCache, index: jax.Array,
 ) -> tuple[jax.Array, HybridCache]:
-    """Run tokens [B, T] written at cache slots [index, index + T); returns (logits [B, T, V], new cache).
+    """Run tokens [B, T] written at cache slots [index, index + T); returns (logits [B, V] at the last input
+    position, new cache), as llama.forward_cached.
 
     Attention layers attend to the valid cache slots at or before each query's slot; DeltaNet layers continue from
     the cached convolution inputs and state (chunked for T > 1, recurrent for T = 1), skipping invalid tokens.
@@ -440,7 +441,7 @@ def forward_cached(
     nb = config.num_layers // len(period)
     (x, ck, cv, conv, state), _ = jax.lax.scan(
         block, (x, cache.k, cache.v, cache.conv, cache.state), (_blocks(params, config), jnp.arange(nb)))
-    return _logits(params, x, config), HybridCache(ck, cv, valid, conv, state)
+    return _logits(params, x[:, -1:], config)[:, 0], HybridCache(ck, cv, valid, conv, state)
 
 
 # ------------------------------------------------------------------------------------------------- FLOPs

@@ -8,7 +8,7 @@ import torch
 
 from harnessrl_jax.models import forward, init_params, preset_config
 from harnessrl_jax.rollout import JaxEngine
-from harnessrl_jax.rollout.jax_engine import _generate
+from harnessrl_jax.rollout.jax_engine import _argmax, _generate, _prompt_bucket
 
 QUESTIONS = [
     "What is the boiling point of water at sea level?",
@@ -152,6 +152,20 @@ def test_each_shape_bucket_compiles_once(tiny):
     assert _generate._cache_size() == before
     engine.generate([[9] * 17], n=2, max_new_tokens=9, temperature=0.0)  # next prompt bucket
     assert _generate._cache_size() == before + 1
+
+
+def test_argmax_is_numpys_first_maximal_index():
+    rng = np.random.default_rng(0)
+    x = rng.integers(-3, 4, size=(64, 300)).astype(np.float32)  # many ties for the maximum
+    x[5, :] = -np.inf
+    x[7, 10], x[7, 20] = np.nan, np.nan  # NaN counts as maximal: its first index
+    x[9, -1] = np.inf
+    assert np.array_equal(np.asarray(_argmax(jnp.asarray(x))), np.argmax(x, axis=-1))
+
+
+def test_short_prompts_pad_to_a_power_of_two_below_the_bucket():
+    assert [_prompt_bucket(n, 64) for n in (1, 16, 17, 32, 33, 64, 65, 130)] == [16, 16, 32, 32, 64, 64, 128, 192]
+    assert [_prompt_bucket(n, 16) for n in (3, 16, 17, 40)] == [16, 16, 32, 48]
 
 
 def test_prompt_longer_than_the_context_is_a_clear_error(tiny):
