@@ -62,6 +62,28 @@ def test_save_restore_roundtrip_keeps_values_shardings_and_extra(tmp_path):
         assert got.sharding.is_equivalent_to(want, got.ndim)
 
 
+def test_a_checkpoint_written_as_one_ocdbt_store_still_restores(tmp_path):
+    """Checkpoints were once written with orbax's default OCDBT layout; they resume under the zarr layout."""
+    import orbax.checkpoint as ocp
+
+    config = preset_config("tiny").replace(vocab_size=64)
+    trainer = Trainer(config, optax.sgd(0.1), make_mesh(2, 2, 2))
+    state = trainer.init_state(init_params(config, jax.random.PRNGKey(0)), jax.random.PRNGKey(7))
+    old = ocp.CheckpointManager(tmp_path / "ckpt", options=ocp.CheckpointManagerOptions(create=True),
+                                item_names=("state", "extra"))
+    old.save(2, args=ocp.args.Composite(state=ocp.args.StandardSave(state), extra=ocp.args.JsonSave({"a": 1})))
+    old.wait_until_finished()
+    old.close()
+    assert os.path.exists(tmp_path / "ckpt" / "2" / "state" / "manifest.ocdbt")
+    with Checkpointer(tmp_path / "ckpt") as ckpt:
+        restored, extra, _ = ckpt.restore(trainer.abstract_state())
+        assert ckpt.save(3, restored, extra)
+        ckpt.wait()
+    assert extra == {"a": 1}
+    assert_bitwise_equal(restored, state)
+    assert not os.path.exists(tmp_path / "ckpt" / "3" / "state" / "manifest.ocdbt")  # new saves: one zarr per array
+
+
 def test_restore_without_a_checkpoint_says_where_it_looked(tmp_path):
     config = preset_config("tiny")
     trainer = Trainer(config, optax.sgd(0.1), make_mesh(1, 1, 1, devices=jax.devices()[:1]))

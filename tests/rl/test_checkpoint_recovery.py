@@ -5,6 +5,7 @@ named in one line and set aside, and the newest intact checkpoint is restored bi
 import glob
 import logging
 import os
+import re
 
 import jax
 import numpy as np
@@ -57,7 +58,10 @@ def flip(path):
 
 
 def biggest(step_dir):
-    return max(glob.glob(os.path.join(step_dir, "state", "**", "d", "*"), recursive=True), key=os.path.getsize)
+    """The largest array chunk file of the step's train state (zarr: chunk files are named by their indices)."""
+    chunks = [p for p in glob.glob(os.path.join(step_dir, "state", "**", "*"), recursive=True)
+              if re.fullmatch(r"[0-9.]+", os.path.basename(p))]
+    return max(chunks, key=os.path.getsize)
 
 
 def edit_extra(step_dir):
@@ -71,7 +75,8 @@ def edit_extra(step_dir):
 DAMAGE = {
     "an array chunk with one byte changed": lambda d: flip(biggest(d)),
     "an array chunk deleted": lambda d: os.remove(biggest(d)),
-    "an array index file overwritten": lambda d: open(os.path.join(d, "state", "manifest.ocdbt"), "wb").write(b"x"),
+    "an array's metadata overwritten": lambda d: open(os.path.join(os.path.dirname(biggest(d)), ".zarray"),
+                                                      "wb").write(b"x"),
     "the harness json edited": edit_extra,
     "the step metadata deleted": lambda d: os.remove(os.path.join(d, "_CHECKPOINT_METADATA")),
 }
