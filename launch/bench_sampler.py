@@ -4,7 +4,8 @@
 
 Both run SmolLM2-135M-Instruct in float32 on the CPU from the same GGUF weights, with stopping disabled so every
 row decodes exactly `new_tokens` tokens: greedy, and sampled at temperature 1 (what training does; transformers'
-do_sample with top_k=0, top_p=1.0). The timed span is the whole `generate` call, prefill included, on both sides.
+do_sample with top_k=0, top_p=1.0). The timed span is the whole `generate` call, prefill included, on both sides;
+the two sides take turns, `repeats` calls each, and the table gives each side's median.
 
 The memory-bandwidth limit: decoding one token for every row reads every weight once (float32) plus each row's
 KV cache so far, so a step cannot take less than those bytes over the machine's bandwidth, measured in the same
@@ -17,6 +18,7 @@ while it runs.
 from __future__ import annotations
 
 import os
+import statistics
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -72,7 +74,6 @@ def main(argv):
             start = time.perf_counter()
             run_jax()
             compile_s = time.perf_counter() - start
-            jax_s = median_time(run_jax, FLAGS.repeats, warmup=False)
 
             # transformers: the same prompts left-padded, as its batched generate expects.
             width = max(map(len, prompts))
@@ -87,7 +88,12 @@ def main(argv):
                 assert out.shape[1] == width + n_new
 
             run_hf()
-            hf_s = median_time(run_hf, FLAGS.repeats, warmup=False)
+            # The two sides take turns, so a slow spell of the machine falls on both rather than on one side's runs.
+            jax_times, hf_times = [], []
+            for _ in range(FLAGS.repeats):
+                jax_times.append(seconds(run_jax))
+                hf_times.append(seconds(run_hf))
+            jax_s, hf_s = statistics.median(jax_times), statistics.median(hf_times)
             # bytes one decode step reads: every weight, and each row's K and V at the cache's mean length
             cache = 2 * config.num_layers * config.num_kv_heads * config.head_dim * 4 * (width + n_new / 2)
             step_bytes = 4 * config.num_params() + batch * cache
@@ -119,6 +125,12 @@ def main(argv):
     print(f"\nForward pass [8 x {FLAGS.forward_tokens}]: {flops / 1e9:.1f} GFLOP (matmuls, counted analytically) in "
           f"{fwd_s * 1e3:.0f} ms = {flops / fwd_s / 1e9:.1f} GFLOP/s; float32 matmul peak "
           f"{peak / 1e9:.1f} GFLOP/s; ratio {flops / fwd_s / peak:.2f}")
+
+
+def seconds(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def read_bandwidth(gib: int = 1, repeats: int = 5) -> float:
