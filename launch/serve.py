@@ -24,8 +24,8 @@ flags.DEFINE_integer("port", 30000, "Port to listen on.")
 flags.DEFINE_string("weight_version", "default", "The weight version reported before the first update.")
 flags.DEFINE_bool("deterministic", False, "Honour sampling_seed (SGLang's --enable-deterministic-inference).")
 flags.DEFINE_integer("context_length", 0, "Context length (0: the model's).")
-flags.DEFINE_integer("prompt_bucket", 64, "Prompts are padded to a multiple of this, shorter ones to a power of "
-                     "two (one compile per bucket).")
+flags.DEFINE_integer("prompt_bucket", 64, "Prompts are padded to a multiple of this, shorter ones to a multiple "
+                     "of 16 (one compile per bucket).")
 flags.DEFINE_list("stop_ids", [], "Stop token ids besides the tokenizer's EOS (required without a tokenizer).")
 flags.DEFINE_integer("pad_id", -1, "Padding id when the model has no tokenizer (-1: the first stop id).")
 flags.DEFINE_string("compute_dtype", "", "Override the compute dtype (float32, bfloat16).")

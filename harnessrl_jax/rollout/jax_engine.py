@@ -1,7 +1,7 @@
 """In-process JAX sampler: batched prompts, n samples each, KV cache, a jitted decode loop.
 
-Prompts are left-padded into a shape bucket (batch to a power of two; prompt length to a power of two from 16
-while below `prompt_bucket`, else to a multiple of it; cache to the prompt bucket plus a power-of-two budget of new
+Prompts are left-padded into a shape bucket (batch to a power of two; prompt length to a multiple of 16 while
+below `prompt_bucket`, else to a multiple of it; cache to the prompt bucket plus a power-of-two budget of new
 tokens), prefilled once per distinct prompt, then the cache is repeated n times and a `lax.while_loop` decodes until
 every row has sampled a stop token or the token budget is spent. Only the shapes are static, so each bucket compiles
 once and later calls with other prompts, lengths, temperatures or seeds reuse it.
@@ -30,9 +30,9 @@ def _pow2(x: int) -> int:
 
 
 def _prompt_bucket(length: int, bucket: int) -> int:
-    """Padded prompt length: a power of two (at least 16) while that is below `bucket`, else a multiple of it. Short
-    prompts then pay for at most twice their length in prefill, and there are few distinct shapes to compile."""
-    small = max(16, _pow2(length))
+    """Padded prompt length: a multiple of 16 while that is below `bucket`, else a multiple of `bucket`. A short
+    prompt then prefills at most 15 pad tokens, at the cost of a few more shapes to compile."""
+    small = _round_up(length, 16)
     return small if small < bucket else _round_up(length, bucket)
 
 

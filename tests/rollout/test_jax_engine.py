@@ -163,8 +163,9 @@ def test_argmax_is_numpys_first_maximal_index():
     assert np.array_equal(np.asarray(_argmax(jnp.asarray(x))), np.argmax(x, axis=-1))
 
 
-def test_short_prompts_pad_to_a_power_of_two_below_the_bucket():
-    assert [_prompt_bucket(n, 64) for n in (1, 16, 17, 32, 33, 64, 65, 130)] == [16, 16, 32, 32, 64, 64, 128, 192]
+def test_short_prompts_pad_to_a_multiple_of_16_below_the_bucket():
+    assert [_prompt_bucket(n, 64) for n in (1, 16, 17, 32, 33, 48, 49, 64, 65, 130)] == [16, 16, 32, 32, 48, 48, 64,
+                                                                                         64, 128, 192]
     assert [_prompt_bucket(n, 16) for n in (3, 16, 17, 40)] == [16, 16, 32, 48]
 
 
