@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -372,7 +373,9 @@ def damage(path: str) -> None:
 
 
 def largest_array_file(step_dir: str) -> str:
-    files = [f for f in glob.glob(os.path.join(step_dir, "state", "**", "d", "*"), recursive=True)]
+    """The train state's largest array chunk (zarr: chunk files are named by their indices, e.g. 0.0.0)."""
+    files = [f for f in glob.glob(os.path.join(step_dir, "state", "**", "*"), recursive=True)
+             if re.fullmatch(r"[0-9.]+", os.path.basename(f))]
     return max(files, key=os.path.getsize)
 
 
