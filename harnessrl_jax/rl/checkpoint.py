@@ -84,9 +84,11 @@ def fingerprint(tree: Any) -> list[list[int]]:
     bitwise-equal arrays whatever their sharding, different for almost any change.
 
     One leaf per call: XLA's CPU backend materialises the bit-cast words (and the weighted product), so one call
-    over every leaf held about twice the whole state in temporaries at each checkpoint."""
+    over every leaf held about twice the whole state in temporaries at each checkpoint. Each call is waited for
+    before the next: dispatching them all at once over arrays orbax had just restored onto an 8-device CPU mesh
+    aborted the process about one time in four (jax 0.10.2)."""
     leaves = jax.tree.leaves(tree)
-    return [[int(a), int(b)] for a, b in jax.device_get([_leaf_fingerprint(x) for x in leaves])]
+    return [[int(v) for v in jax.device_get(_leaf_fingerprint(x))] for x in leaves]
 
 
 def _sha256(obj: Any) -> str:
