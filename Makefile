@@ -22,8 +22,8 @@ demo: $(STAMP)
 	$(PY) launch/demo.py
 
 # Two workers (pytest-xdist): much of the suite is single-threaded compiling and Python, so two processes use two
-# cores where one does not (1458 tests: 8:35 against 11:45 on 2 cores, cold compile cache). malloc on transparent
-# huge pages, as the launch scripts run (harnessrl_jax/cli.py): far fewer page faults.
+# cores where one does not. malloc on transparent huge pages, as the launch scripts run (harnessrl_jax/cli.py): far
+# fewer page faults.
 test: $(STAMP)
 	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 tests
 

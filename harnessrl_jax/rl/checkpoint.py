@@ -148,10 +148,11 @@ class Checkpointer:
         # Arrays as one zarr store each, not OCDBT's single key-value store: an OCDBT write holds its whole
         # transaction in memory until it commits (about 0.7x the train state on top of the state). Restore reads
         # either layout, so checkpoints written with OCDBT still resume.
-        arrays = lambda: ocp.StandardCheckpointHandler(use_ocdbt=False)  # noqa: E731
         self.manager = ocp.CheckpointManager(
             self.directory, options=options, item_names=("state", "extra", "extra_tree"),
-            item_handlers={"state": arrays(), "extra": ocp.JsonCheckpointHandler(), "extra_tree": arrays()})
+            item_handlers={"state": ocp.StandardCheckpointHandler(use_ocdbt=False),
+                           "extra": ocp.JsonCheckpointHandler(),
+                           "extra_tree": ocp.StandardCheckpointHandler(use_ocdbt=False)})
 
     def latest_step(self) -> int | None:
         """The newest complete checkpoint's step, or None."""
