@@ -22,15 +22,14 @@ demo: $(STAMP)
 	$(PY) launch/demo.py
 
 # Two workers (pytest-xdist): much of the suite is single-threaded compiling and Python, so two processes use two
-# cores where one does not; an idle worker steals queued tests from the busy one, and the slow tests are queued
-# first (tests/conftest.py). malloc on transparent huge pages, as the launch scripts run (harnessrl_jax/cli.py): far
+# cores where one does not. malloc on transparent huge pages, as the launch scripts run (harnessrl_jax/cli.py): far
 # fewer page faults.
 test: $(STAMP)
-	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 --dist worksteal tests
+	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 tests
 
 # The same suite without the end-to-end tests marked slow.
 test-fast: $(STAMP)
-	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 --dist worksteal -m "not slow" tests
+	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 -m "not slow" tests
 
 clean:
 	rm -rf $(VENV) *.egg-info

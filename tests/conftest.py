@@ -37,12 +37,6 @@ def pytest_configure(config):
                             "skips them")
 
 
-def pytest_collection_modifyitems(config, items):
-    """The slow tests first (in their collected order): with pytest-xdist's work stealing (the Makefile), the two
-    workers then end on short tests together, instead of one finishing a long end-to-end test alone."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
