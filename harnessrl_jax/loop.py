@@ -245,7 +245,10 @@ def build_evolver(config, method: Method, memory: Memory | None, client=None) ->
         raise ValueError("config.harness.proposer='llm' / llm_check: build_evolver needs the evolver model's client")
     embed, min_cosine = None, float(config.memory.min_cosine)
     if memory is not None and memory.semantic is not None:
-        embed = memory.semantic.embedder.encode  # near-duplicate merges by embedding
+        semantic = memory.semantic  # near-duplicate merges by embedding; the model is first waited for when used
+
+        def embed(texts):
+            return semantic.embedder.encode(texts)
     rules = RuleProposer(configs.proposer_config(config), embed=embed, min_cosine=min_cosine,
                          transitions=method.transitions)
     proposer = LLMProposer(client, fallback=rules, transitions=method.transitions) if llm_proposer else rules

@@ -245,6 +245,7 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
     import sqlite3
 
     from harnessrl_jax import build, configs, loop, methods
+    from harnessrl_jax.memory import semantic
     from harnessrl_jax.rl.checkpoint import Checkpointer
     from harnessrl_jax.rl.step import to_host
 
@@ -259,6 +260,8 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
     if restore_step is not None and restore_step not in ckpt.all_steps():  # before a model loads for nothing
         raise cli.UserError(f"--restore_step={restore_step}: no checkpoint {restore_step} under {ckpt.directory} "
                             f"(there are: {', '.join(map(str, ckpt.all_steps())) or 'none'})")
+    if method.memory and configs.embedder(config):  # the semantic index's model loads while the policy does
+        semantic.preload_embedder(configs.embedder(config))
     run = build.setup(config, startup.timings)
     stepper = loop.Stepper(run, method, workdir)
     # A damaged checkpoint is named in one line (rl.checkpoint.DamagedCheckpoint is a cli.UserError).

@@ -13,6 +13,7 @@ every neighbour above the 0.82 threshold that the exact scan found.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import importlib.util
 import logging
@@ -79,6 +80,36 @@ class Embedder:
         # A progress bar (rate, ETA) only for big batches: all seed rubrics at cold start take minutes on a CPU.
         return self.model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
                                  convert_to_numpy=True, show_progress_bar=len(texts) >= 4096).astype(np.float32)
+
+
+# Loaded (or loading) embedders of this process, by model directory: every index that names a model shares one.
+_EMBEDDERS: dict[str, concurrent.futures.Future] = {}
+
+
+def preload_embedder(name_or_path: str) -> None:
+    """Starts loading an embedding model in a background thread, so that it overlaps what the process does next:
+    importing torch and sentence-transformers and reading MiniLM take ~5 s of a training run's start-up, and the
+    semantic index first needs the model when the first step's evolver runs. A missing model fails here, at once; a
+    model that fails to load raises where it is first needed (`shared_embedder`)."""
+    path = embedder_path(name_or_path)
+    if path not in _EMBEDDERS:
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="embedder")
+        _EMBEDDERS[path] = pool.submit(Embedder, name_or_path)
+        pool.shutdown(wait=False)  # the thread ends once the model is loaded
+
+
+def shared_embedder(name_or_path: str) -> Embedder:
+    """The process's Embedder of a model: the one `preload_embedder` started (waiting for it), else loaded now."""
+    path = embedder_path(name_or_path)
+    if path not in _EMBEDDERS:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        future.set_result(Embedder(name_or_path))
+        _EMBEDDERS[path] = future
+    try:
+        return _EMBEDDERS[path].result()
+    except BaseException:
+        del _EMBEDDERS[path]  # a later index tries again
+        raise
 
 
 def unit_rows(vectors) -> np.ndarray:
@@ -219,7 +250,7 @@ class SemanticIndex:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = Embedder(self._spec)
+            self._embedder = shared_embedder(self._spec)
         return self._embedder
 
     def filename(self) -> str:

@@ -89,6 +89,29 @@ def test_missing_model_is_a_clear_error_naming_what_to_install(monkeypatch, tmp_
         embedder_path("BAAI/bge-base-en-v1.5")
 
 
+def test_a_preloaded_model_is_shared_by_every_index_and_a_broken_one_fails_where_it_is_first_needed(tmp_path, minilm):
+    from harnessrl_jax.memory import semantic
+
+    semantic.preload_embedder(DEFAULT_EMBEDDER)  # loads in a background thread, as launch/train.py starts it
+    one = Memory.open(str(tmp_path / "a")).semantic.embedder
+    two = Memory.open(str(tmp_path / "b"), embedder="sentence-transformers/all-MiniLM-L6-v2").semantic.embedder
+    assert one is two and one is not minilm
+    np.testing.assert_allclose(one.encode(CORPUS["textiles"]), minilm.encode(CORPUS["textiles"]), atol=1e-6)
+
+    broken = tmp_path / "not-a-model"
+    broken.mkdir()
+    semantic.preload_embedder(str(broken))  # a directory passes the path check; loading it fails in the thread
+    index = Memory.open(str(tmp_path / "c"), embedder=str(broken)).semantic  # the index opens without the model
+    with pytest.raises(ValueError, match="Unrecognized model"):  # raised where the model is first needed
+        index.embedder
+    source = embedder_path(DEFAULT_EMBEDDER)
+    for name in os.listdir(source):  # the model put in place: the next use loads it (the failure was not kept)
+        os.symlink(os.path.join(source, name), broken / name)
+    np.testing.assert_allclose(index.embedder.encode([OWN]), minilm.encode([OWN]), atol=1e-6)
+    with pytest.raises(FileNotFoundError, match="local directory"):
+        semantic.preload_embedder("BAAI/bge-base-en-v1.5")
+
+
 def test_paraphrases_of_other_tasks_come_back_above_threshold_and_unrelated_criteria_do_not(tmp_path, minilm):
     mem = Memory.open(str(tmp_path), embedder=minilm)
     fill(mem)
