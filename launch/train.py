@@ -13,9 +13,11 @@ the latest checkpoint and continues exactly as if it had not stopped.
 Start-up. Once the first step of the process is done (or at once when there is no step to run), one log line and
 `startup.json` give the wall seconds from launch to training: `weights_s` (reading the weights and building the
 params), `tokenizer_s`, `build_s` (everything else before the first step: config checks, tasks, mesh, trainer,
-engine, judge, memory, the train state or the restored checkpoint, with the compiles they need), `imports_s` (Python
-imports before `train` runs; 0 when `train` is called as a function), `compile_s` (XLA compile seconds, persistent-
-cache look-ups included, from `train` through the first step; tracing and lowering not counted),
+engine, judge, memory, the train state or the restored checkpoint, with the compiles they need; the memory's
+embedding model loads in a background thread from before the weights, so only the rest of that wait counts here and
+the weights may take longer for sharing the cores with it), `imports_s` (Python imports before `train` runs; 0 when
+`train` is called as a function), `compile_s` (XLA compile seconds, persistent-cache look-ups included, from `train`
+through the first step; tracing and lowering not counted),
 `first_step_compile_s` (the part of compile_s inside the first step), `first_step_s` (the first step's wall time,
 compiles and all), and `total_s` = imports_s + the time to the first step + first_step_compile_s: what a user waits
 before the run trains at speed. Also `compiles` (programs compiled or loaded), `compile_cache` (the
