@@ -12,9 +12,9 @@ torch.optim.AdamW. Runs alternate between the implementations so machine load hi
 repeats is reported. Achieved FLOP/s counts the update's matmul FLOPs analytically (forward + backward = 3 x
 forward: the layers at every position, the head at the completion positions; the JAX head's recomputation in its
 backward, when it has more than one chunk, is not counted) against a large float32 matmul's rate measured in the
-same run, once per repeat right after that repeat's updates: each repeat's update is set against the machine as
-fast as it was then (a shared machine's speed drifts by tens of percent within minutes), and the table gives the
-median share over the repeats and its range.
+same run before the first repeat and after each: each repeat's update is set against the faster of the two rates
+measured around it, the machine as fast as it was then (a shared machine's speed drifts by tens of percent within
+minutes), and the table gives the median share over the repeats and its range.
 
 The system time and page faults per update show allocation cost: XLA's CPU runtime allocates each call's
 temporaries afresh, glibc maps allocations over 32 MiB straight from the kernel, and faulting gigabytes of fresh
@@ -176,7 +176,7 @@ def main(argv):
         updates["PyTorch (transformers, TRL's loss)"] = TorchUpdate(batch)
         updates["PyTorch (transformers, TRL's loss)"].step()  # warm-up: allocator, thread pool
     runs = {name: [] for name in updates}
-    peaks = []  # the matmul rate right after each repeat's updates
+    peaks = [matmul_rate()]  # before the first repeat, then after each
     for i in range(FLAGS.repeats):
         for name, update in updates.items():
             runs[name].append(_time(update.step))
@@ -184,7 +184,8 @@ def main(argv):
         print(f"repeat {i + 1}/{FLAGS.repeats}: " + ", ".join(f"{n.split(' (')[0]} {r[-1][0]:.2f}s"
                                                               for n, r in runs.items())
               + f", matmul peak {peaks[-1] / 1e9:.1f} GFLOP/s", flush=True)
-    shares = {name: sorted(flops / r[0] / p for r, p in zip(results, peaks)) for name, results in runs.items()}
+    around = [max(before, after) for before, after in zip(peaks, peaks[1:])]  # the faster rate around each repeat
+    shares = {name: sorted(flops / r[0] / p for r, p in zip(results, around)) for name, results in runs.items()}
 
     full = next(iter(updates.values()))
     full.forward(), full.forward_backward()  # compile both
@@ -198,7 +199,7 @@ def main(argv):
           f"cores); jax {jax.__version__} ({FLAGS.compute_dtype}), torch {torch.__version__} + transformers "
           f"{transformers.__version__} (float32); {flops / 1e12:.2f} TFLOP per update (3 x forward, matmuls); "
           f"float32 matmul peak {statistics.median(peaks) / 1e9:.1f} GFLOP/s [{min(peaks) / 1e9:.1f}, "
-          f"{max(peaks) / 1e9:.1f}] over the repeats (2048^3, jitted); "
+          f"{max(peaks) / 1e9:.1f}] in {len(peaks)} measurements (2048^3, jitted); "
           f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '(unset)')}")
     print("| implementation | s / update (best) | tokens/s | GFLOP/s | share of matmul peak, median [min, max] "
           "| system s | page faults |")
