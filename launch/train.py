@@ -14,10 +14,10 @@ Start-up. Once the first step of the process is done (or at once when there is n
 `startup.json` give the wall seconds from launch to training: `weights_s` (reading the weights and building the
 params), `tokenizer_s`, `build_s` (everything else before the first step: config checks, tasks, mesh, trainer,
 engine, judge, memory, the train state or the restored checkpoint, with the compiles they need; the memory's
-embedding model loads in a background thread from before the weights, so only the rest of that wait counts here and
-the weights may take longer for sharing the cores with it), `imports_s` (Python imports before `train` runs; 0 when
-`train` is called as a function), `compile_s` (XLA compile seconds, persistent-cache look-ups included, from `train`
-through the first step; tracing and lowering not counted),
+embedding model loads in a background thread while the train state is built, and only the rest of that wait counts
+here), `imports_s` (Python imports before `train` runs; 0 when `train` is called as a function), `compile_s` (XLA
+compile seconds, persistent-cache look-ups included, from `train` through the first step; tracing and lowering not
+counted),
 `first_step_compile_s` (the part of compile_s inside the first step), `first_step_s` (the first step's wall time,
 compiles and all), and `total_s` = imports_s + the time to the first step + first_step_compile_s: what a user waits
 before the run trains at speed. Also `compiles` (programs compiled or loaded), `compile_cache` (the
@@ -262,9 +262,9 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
     if restore_step is not None and restore_step not in ckpt.all_steps():  # before a model loads for nothing
         raise cli.UserError(f"--restore_step={restore_step}: no checkpoint {restore_step} under {ckpt.directory} "
                             f"(there are: {', '.join(map(str, ckpt.all_steps())) or 'none'})")
-    if method.memory and configs.embedder(config):  # the semantic index's model loads while the policy does
-        semantic.preload_embedder(configs.embedder(config))
     run = build.setup(config, startup.timings)
+    if method.memory and configs.embedder(config):  # the semantic index's model loads while the train state is built
+        semantic.preload_embedder(configs.embedder(config))
     stepper = loop.Stepper(run, method, workdir)
     # A damaged checkpoint is named in one line (rl.checkpoint.DamagedCheckpoint is a cli.UserError).
     restored = ckpt.restore_intact(run.trainer.abstract_state(), restore_step,

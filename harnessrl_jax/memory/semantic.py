@@ -88,10 +88,9 @@ _EMBEDDERS: dict[str, concurrent.futures.Future] = {}
 
 def preload_embedder(name_or_path: str) -> None:
     """Starts loading an embedding model in a background thread, so that it overlaps what the process does next:
-    importing torch and sentence-transformers and reading MiniLM take ~5 s of a training run's start-up, and a run's
-    memory first needs the model once the policy, the trainer and the train state are built (to index the seed
-    rubrics). A missing model fails here, at once; a model that fails to load raises where it is first needed
-    (`shared_embedder`)."""
+    importing torch and sentence-transformers and reading MiniLM take ~5 s, and a training run's memory first needs
+    the model once its train state is built (to index the seed rubrics). A missing model fails here, at once; a
+    model that fails to load raises where it is first needed (`shared_embedder`)."""
     path = embedder_path(name_or_path)
     if path not in _EMBEDDERS:
         pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="embedder")
