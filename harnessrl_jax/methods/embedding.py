@@ -37,9 +37,9 @@ def text_embedder(name: str, memory=None) -> Callable[[Sequence[str]], np.ndarra
     if name == "memory":
         semantic = getattr(memory, "semantic", None)
         return semantic.embedder.encode if semantic is not None else lexical_encode
-    from harnessrl_jax.memory.semantic import DEFAULT_EMBEDDER, Embedder
+    from harnessrl_jax.memory.semantic import DEFAULT_EMBEDDER, shared_embedder
 
-    return Embedder(DEFAULT_EMBEDDER if name == "default" else name).encode
+    return shared_embedder(DEFAULT_EMBEDDER if name == "default" else name).encode  # the memory's, when the same
 
 
 class VectorIndex:
