@@ -341,7 +341,9 @@ class Stepper:
                                                    anchors=anchors)
             self.harness = self.method.transitions.advance_schedule(self.harness, 0, config.total_steps)
             if self.memory is not None and self.memory.semantic is not None:
-                self.memory.add_criteria((t.id, c.id, c.text) for t in self.tasks for c in t.criteria)
+                # Embedded at the memory's first use in step 1, so the model's load (started in the background by
+                # launch/train.py) goes on through the first rollout instead of holding up step 1.
+                self.memory.add_criteria(((t.id, c.id, c.text) for t in self.tasks for c in t.criteria), embed=False)
 
     def extra(self) -> dict[str, Any]:
         """Everything the method needs to resume exactly (JSON)."""

@@ -62,15 +62,21 @@ class Memory:
         if self.semantic is not None:
             self.semantic.catch_up()
 
-    def add_criteria(self, items: Iterable[tuple[str, str, str]], step: int | None = None) -> int:
-        """Indexes (task_id, criterion_id, text) triples ahead of any draw, e.g. the seed rubrics; returns #new."""
+    def add_criteria(self, items: Iterable[tuple[str, str, str]], step: int | None = None, *,
+                     embed: bool = True) -> int:
+        """Indexes (task_id, criterion_id, text) triples ahead of any draw, e.g. the seed rubrics; returns #new.
+
+        embed=False writes the rows now and embeds them at the semantic index's first use, before anything written
+        after them (the same index, without waiting here for the embedding model)."""
         items = list(items)
         vectors, model = None, None
-        if self.semantic is not None:
+        if self.semantic is not None and embed:
             vectors, model = self.semantic.embed_missing(t for _, _, t in items), self.semantic.model
         n_new = self.store.add_criteria(items, step=step, model=model, vectors=vectors)
-        if self.semantic is not None:
+        if self.semantic is not None and embed:
             self.semantic.catch_up()
+        elif self.semantic is not None:
+            self.semantic.embed_later()
         return n_new
 
     def history(self, task_id: str, before_step: int | None = None, limit: int | None = None) -> list[DrawRecord]:

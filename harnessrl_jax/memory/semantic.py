@@ -89,7 +89,7 @@ _EMBEDDERS: dict[str, concurrent.futures.Future] = {}
 def preload_embedder(name_or_path: str) -> None:
     """Starts loading an embedding model in a background thread, so that it overlaps what the process does next:
     importing torch and sentence-transformers and reading MiniLM take ~5 s, and a training run's memory first needs
-    the model once its train state is built (to index the seed rubrics). A missing model fails here, at once; a
+    the model in step 1, after the first rollout (to index the seed rubrics). A missing model fails here, at once; a
     model that fails to load raises where it is first needed (`shared_embedder`)."""
     path = embedder_path(name_or_path)
     if path not in _EMBEDDERS:
@@ -246,6 +246,7 @@ class SemanticIndex:
         self.index: TextIndex | None = None
         self.synced: str | None = None  # what the last sync did, for logs and tests
         self._query_cache: dict[str, np.ndarray] = {}
+        self._deferred = False  # the store has criterion rows whose vectors wait for the index's first use
 
     @property
     def embedder(self) -> Embedder:
@@ -260,8 +261,27 @@ class SemanticIndex:
     def _train_key(self) -> str:
         return f"ivf_trained_on:{self.model}"
 
+    def embed_later(self) -> None:
+        """Criterion rows were written without vectors (`Memory.add_criteria(..., embed=False)`): they are embedded
+        and indexed at the index's first use (an embedding, a query or a save), before any text written after
+        them, so the index is the one embedding them at once would have built."""
+        self._deferred = True
+
+    def _embed_deferred(self) -> None:
+        if self._deferred:
+            self._deferred = False
+            self._embed_unembedded()
+            self.catch_up()
+
+    def _embed_unembedded(self) -> None:
+        missing = self.store.unembedded_texts(self.model)
+        if missing:
+            log.info("embedding %d criterion texts with %s", len(missing), self.model)
+            self.store.put_embeddings(self.model, self.embed_missing(missing))
+
     def embed_missing(self, texts: Iterable[str]) -> dict[str, np.ndarray]:
         """Embeds, in one batch, the texts with no cached vector for this model; returns them as float16."""
+        self._embed_deferred()
         texts = list(dict.fromkeys(texts))
         cached = self.store.embeddings(self.model, texts)
         missing = [t for t in texts if t not in cached]
@@ -299,10 +319,7 @@ class SemanticIndex:
         return self.synced
 
     def _sync(self, directory: str) -> str:
-        missing = self.store.unembedded_texts(self.model)
-        if missing:  # rows written without an embedder, or a model switch: embed them once, now
-            log.info("embedding %d criterion texts with %s", len(missing), self.model)
-            self.store.put_embeddings(self.model, self.embed_missing(missing))
+        self._embed_unembedded()  # rows written without an embedder, or a model switch: embed them once, now
         path = os.path.join(directory, self.filename())
         want, have = self.store.embedding_ids(self.model), None
         if os.path.isfile(path):
@@ -325,6 +342,7 @@ class SemanticIndex:
         return "rebuilt"
 
     def save(self, directory: str) -> str | None:
+        self._embed_deferred()
         if self.index is None:
             return None
         path = os.path.join(directory, self.filename())
@@ -349,6 +367,7 @@ class SemanticIndex:
     def query_many(self, texts: Sequence[str], exclude_tasks: Sequence[str | None] | None = None, *, k: int = 4,
                    min_cosine: float = 0.82, examples: int = 2) -> list[list[Donor]]:
         """`query` for many texts in one faiss search."""
+        self._embed_deferred()
         if exclude_tasks is None:
             exclude_tasks = [None] * len(texts)
         if len(exclude_tasks) != len(texts):

@@ -491,10 +491,11 @@ class RecordStore:
         return out
 
     def unembedded_texts(self, model: str) -> list[str]:
-        """Criterion texts with no vector of `model` (rows written without an embedder, or a new model)."""
+        """Criterion texts with no vector of `model` (rows written without an embedder, or a new model), in the
+        order they were first written."""
         return [t for (t,) in self.db.execute(
-            "SELECT DISTINCT text FROM criteria WHERE text NOT IN (SELECT text FROM embeddings WHERE model=?)",
-            (model,))]
+            "SELECT text FROM criteria WHERE text NOT IN (SELECT text FROM embeddings WHERE model=?) "
+            "GROUP BY text ORDER BY min(id)", (model,))]
 
     def embedding_ids(self, model: str) -> np.ndarray:
         return np.asarray([i for (i,) in self.db.execute("SELECT id FROM embeddings WHERE model=? ORDER BY id",

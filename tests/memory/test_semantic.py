@@ -169,6 +169,39 @@ def test_a_text_already_indexed_is_never_embedded_again_and_new_texts_go_in_one_
     assert len(embedder.calls) == 2
 
 
+def test_seed_criteria_written_without_vectors_are_embedded_at_first_use_into_the_same_index(tmp_path, embedder,
+                                                                                               minilm):
+    seeds = [(task, f"c{i}", text) for task, texts in CORPUS.items() for i, text in enumerate(texts)]
+    eager = Memory.open(str(tmp_path / "eager"), embedder=minilm)
+    eager.add_criteria(seeds)
+    lazy = Memory.open(str(tmp_path / "lazy"), embedder=embedder)
+    assert lazy.add_criteria(seeds, embed=False) == len(seeds) and embedder.calls == []  # no model call yet
+    # The first use is a step whose records bring a new text: the seeds are embedded first, in their own batch.
+    for mem in (eager, lazy):
+        mem.append_step(0, [draw(0, "essay", ["Writes in a formal tone", "Cites a source"], np.ones((2, 2)))])
+    assert embedder.calls == [list(dict.fromkeys(t for _, _, t in seeds)), ["Cites a source"]]
+    for model in (eager, lazy):
+        assert model.semantic.size == len(set(t for _, _, t in seeds)) + 1
+    ids = [m.store.embedding_ids(m.semantic.model) for m in (eager, lazy)]
+    np.testing.assert_array_equal(ids[0], ids[1])
+    np.testing.assert_array_equal(*(m.store.embedding_rows(m.semantic.model)[1] for m in (eager, lazy)))
+    assert key(lazy.query(OWN, exclude_task="filter-paper")) == key(eager.query(OWN, exclude_task="filter-paper"))
+    # A query or a save is a first use too; and a memory closed before any use embeds its rows when reopened.
+    for first_use in ("query", "save", "reopen"):
+        d = str(tmp_path / first_use)
+        mem = Memory.open(d, embedder=minilm)
+        mem.add_criteria(seeds, embed=False)
+        if first_use == "query":
+            assert key(mem.query(OWN, exclude_task="filter-paper")) == key(eager.query(OWN, exclude_task="filter-paper"))
+        elif first_use == "save":
+            mem.save()
+        else:
+            mem.close()
+            mem = Memory.open(d, embedder=minilm)
+        assert mem.semantic.size == len(set(t for _, _, t in seeds)), first_use
+        np.testing.assert_array_equal(mem.store.embedding_ids(mem.semantic.model), ids[0][:-1])
+
+
 def test_deleted_or_stale_index_file_is_rebuilt_from_sqlite_with_equal_results(tmp_path, embedder, minilm):
     d = str(tmp_path)
     mem = Memory.open(d, embedder=embedder)
