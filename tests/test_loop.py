@@ -186,3 +186,31 @@ def test_mini_batches_update_twice_from_the_first_policys_logprobs(tiny_setup):
     one, _ = loop.train_on_rollouts(run, build.initial_state(run), g.rollouts, adv, u)
     assert not all(np.allclose(np.asarray(a), np.asarray(b)) for a, b in
                    zip(jax.tree.leaves(one.params), jax.tree.leaves(state.params)))
+
+
+def test_release_free_heap_gives_freed_heap_pages_back_to_the_system():
+    if loop._malloc_trim() is None:
+        pytest.skip("the C library has no malloc_trim (not glibc)")
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+
+    def rss_mb():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+    # 256 MB in 32 KB blocks (under glibc's mmap threshold, so on the heap), each followed by a small block that
+    # stays: the freed ones cannot merge into the heap's top, and free() alone gives nothing back.
+    pairs = [(libc.malloc(32 << 10), libc.malloc(64)) for _ in range(8192)]
+    for block, _ in pairs:
+        ctypes.memset(block, 1, 32 << 10)  # touched, so resident
+    for block, _ in pairs:
+        libc.free(block)
+    before = rss_mb()
+    loop.release_free_heap()
+    after = rss_mb()
+    for _, small in pairs:
+        libc.free(small)
+    assert before - after > 200, (before, after)
