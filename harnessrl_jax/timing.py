@@ -1,9 +1,12 @@
 """Timing for the benchmark scripts (launch/bench_*.py): the median of repeated calls, and the machine's float32
-matmul rate that their tables state throughput against; and XLA compile time as a run's start-up record counts it."""
+matmul rate that their tables state throughput against; XLA compile time as a run's start-up record counts it; and
+the process's peak resident memory, which a run logs every step."""
 
 from __future__ import annotations
 
+import resource
 import statistics
+import sys
 import time
 
 
@@ -17,6 +20,12 @@ def median_time(fn, repeats: int, *, warmup: bool = True) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory so far (getrusage's ru_maxrss: KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
 
 
 def matmul_rate(n: int = 2048, repeats: int = 5) -> float:

@@ -4,7 +4,8 @@
 
 The config is checked before any model loads (harnessrl_jax.configs: every wrong value and everything the machine
 lacks, each with the flag that fixes it). Writes under DIR: `config.json` (the whole config: every threshold),
-`metrics.jsonl` (one JSON object per step, with step time by stage), `harness.jsonl` (every candidate the harness
+`metrics.jsonl` (one JSON object per step, with step time by stage and the process's peak resident memory so far,
+`process/peak_rss_gb`), `harness.jsonl` (every candidate the harness
 evolver measured, with label, deltas and verdict; empty for a method whose harness is frozen), `checkpoints/`
 (orbax; the harness, the sampler and the memory positions in the `extra` slot), `memory/` (the record store and
 semantic index) and, at the end, `report.html` (launch/report.py). Restarted with the same workdir it resumes from
@@ -313,6 +314,7 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
             run.close()
             raise cli.UserError(failures.stopped_message(e, step, ckpt.directory, resume_command(workdir))) from None
         metrics["time/step"] = time.perf_counter() - start_time
+        metrics["process/peak_rss_gb"] = timing.peak_rss_bytes() / 1e9
         if step == start:
             startup.write(workdir, start, metrics["time/step"])
 

@@ -52,6 +52,8 @@ def test_tiny_model_learns_the_toy_rule_task(letters_run):
                 "train/lr", "advantage/abs_mean", "reward/zero_variance_fraction", "rollout/length_mean"):
         assert key in first, key
     assert first["train/engine_gap"] < 1e-4  # float32 engine and trainer agree
+    peaks = [m["process/peak_rss_gb"] for m in metrics]  # the process's peak so far: never falls, and plausible
+    assert 0.2 < peaks[0] and peaks == sorted(peaks) and peaks[-1] < 32, peaks
     assert "ETA" in log and f"step {LEARNING_STEPS}/{LEARNING_STEPS}" in log
     assert os.path.getsize(os.path.join(workdir, "harness.jsonl")) == 0  # GRPO: frozen harness
     config = json.load(open(os.path.join(workdir, "config.json")))
