@@ -272,7 +272,7 @@ def config_of(flags, **overrides):
 
 def metrics_of(workdir):
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
-        return [json.dumps({k: v for k, v in json.loads(line).items() if not k.startswith("time/")})
+        return [json.dumps({k: v for k, v in json.loads(line).items() if not k.startswith(("time/", "process/"))})
                 for line in f]
 
 
