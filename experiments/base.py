@@ -215,9 +215,10 @@ def get_config(arg=None):
     # Rollout engine: 'jax' (in-process, the CPU default) or 'sglang' (SGLang servers over their native API,
     # rollout/sglang.py). For 'sglang': base_urls, one or several comma-separated server roots; weights_dir, where
     # each weight version is written for /update_weights_from_disk (a path every server can read); export_dtype,
-    # the dtype written there.
+    # the dtype written there. For 'jax': min_batch, the fewest prompts a call is padded to (batch buckets are
+    # powers of two from it; see rollout/jax_engine.py).
     c.rollout = dict(engine="jax", base_urls="", weights_dir="", export_dtype="bfloat16", chunk_rows=64,
-                     timeout_s=3600.0)
+                     timeout_s=3600.0, min_batch=1)
 
     c.report = True  # write report.html (launch/report.py) into the run directory at the end
 

@@ -67,7 +67,7 @@ def get_config(arg=None):
 
     # Rollouts on SGLang servers (one per H100); weights reach them through a shared directory.
     c.rollout = dict(engine="sglang", base_urls="", weights_dir="", export_dtype="bfloat16", chunk_rows=64,
-                     timeout_s=3600.0)
+                     timeout_s=3600.0, min_batch=1)
     # The judge: SGLang servers of the judge model (OpenAI-compatible, comma-separated base URLs); a task's calls
     # go to one server so its prefix cache holds the task's prompt; max_concurrency is calls in flight in total.
     c.judge.update(kind="openai", model="gemma-4-31b-it", structured_output="json_schema", max_concurrency=512)

@@ -255,7 +255,7 @@ def build_engine(config, model_config: ModelConfig, params: Params, tokenizer):
     over their native API; weights reach them through config.rollout.weights_dir)."""
     r = config.get("rollout") or {"engine": "jax"}
     if r["engine"] == "jax":
-        return JaxEngine(model_config, params, tokenizer)
+        return JaxEngine(model_config, params, tokenizer, min_batch=r.get("min_batch", 1))
     if r["engine"] == "sglang":
         import os
 

@@ -261,6 +261,9 @@ def check(config) -> list[str]:
     r = config.get("rollout")
     if r is not None:
         _one_of(p, r.engine, ("jax", "sglang"), "rollout.engine")
+        _check(p, isinstance(r.get("min_batch", 1), int) and r.get("min_batch", 1) >= 1,
+               f"--config.rollout.min_batch={r.get('min_batch')!r}: the fewest prompts an engine call is padded to "
+               "must be an integer >= 1")
         if r.engine == "sglang":
             _check(p, bool(r.base_urls), "--config.rollout.base_urls is empty: rollout.engine='sglang' needs the "
                                          "policy servers' roots (http://HOST:PORT, comma-separated)")

@@ -1,8 +1,8 @@
 """In-process JAX sampler: batched prompts, n samples each, KV cache, a jitted decode loop.
 
-Prompts are left-padded into a shape bucket (batch to a power of two; prompt length to a multiple of 16 while
-below `prompt_bucket`, else to a multiple of it; cache to the prompt bucket plus a power-of-two budget of new
-tokens), prefilled once per distinct prompt, then the cache is repeated n times and a `lax.while_loop` decodes until
+Prompts are left-padded into a shape bucket (batch to a power of two, at least `min_batch`; prompt length to a
+multiple of 16 while below `prompt_bucket`, else to a multiple of it; cache to the prompt bucket plus a power-of-two
+budget of new tokens), prefilled once per distinct prompt, then the cache is repeated n times and a `lax.while_loop` decodes until
 every row has sampled a stop token or the token budget is spent. Only the shapes are static, so each bucket compiles
 once and later calls with other prompts, lengths, temperatures or seeds reuse it.
 """
@@ -120,7 +120,8 @@ class JaxEngine:
     """The in-process sampler; implements `RolloutEngine`."""
 
     def __init__(self, config: ModelConfig, params: Params, tokenizer=None, *, stop_ids: Sequence[int] | None = None,
-                 pad_id: int | None = None, prompt_bucket: int = 64, max_context: int | None = None):
+                 pad_id: int | None = None, prompt_bucket: int = 64, max_context: int | None = None,
+                 min_batch: int = 1):
         if tokenizer is None and (stop_ids is None or pad_id is None):
             raise ValueError("JaxEngine needs a tokenizer, or explicit stop_ids and pad_id")
         self.config = config
@@ -130,6 +131,10 @@ class JaxEngine:
         self.pad_id = int(pad_id if pad_id is not None else tokenizer.pad_id)
         self.stop_ids = tuple(int(s) for s in (stop_ids if stop_ids is not None else (self.eos_id,)))
         self.prompt_bucket = prompt_bucket
+        if int(min_batch) < 1:
+            raise ValueError(f"min_batch must be >= 1, got {min_batch}")
+        # Calls with fewer prompts pad up to it: they run the program of a bigger call instead of compiling their own.
+        self.min_batch = _pow2(int(min_batch))
         self.max_context = int(max_context or config.max_position_embeddings)
 
     def update_weights(self, params: Params) -> None:
@@ -146,7 +151,7 @@ class JaxEngine:
                     f"prompt {i} has {len(p)} tokens; with max_new_tokens={max_new_tokens} that exceeds the "
                     f"model's context of {self.max_context} tokens"
                 )
-        batch = _pow2(len(prompt_ids))
+        batch = max(_pow2(len(prompt_ids)), self.min_batch)
         prompt_len = _prompt_bucket(max(map(len, prompt_ids)), self.prompt_bucket)
         tokens = np.full((batch, prompt_len), self.pad_id, np.int32)
         valid = np.zeros((batch, prompt_len), bool)

@@ -111,6 +111,7 @@ def test_every_threshold_in_the_config_reaches_its_part():
     (lambda c: c.judge.update(kind="openai"), "--config.judge.base_url"),
     (lambda c: c.harness.update(proposer="llm"), "--config.evolver_model.base_url"),
     (lambda c: c.memory.update(embedder="default"), "--config.memory.min_cosine"),
+    (lambda c: c.rollout.update(min_batch=0), "--config.rollout.min_batch"),
 ])
 def test_a_wrong_value_is_reported_with_the_key_that_fixes_it(change, key):
     config = tiny()

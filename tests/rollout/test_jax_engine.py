@@ -154,6 +154,22 @@ def test_each_shape_bucket_compiles_once(tiny):
     assert _generate._cache_size() == before + 1
 
 
+def test_a_call_with_fewer_prompts_than_min_batch_runs_the_bigger_calls_program_with_the_same_rows(tiny):
+    config, params = tiny
+    plain = JaxEngine(config, params, stop_ids=[0], pad_id=0, prompt_bucket=16)
+    padded = JaxEngine(config, params, stop_ids=[0], pad_id=0, prompt_bucket=16, min_batch=2)
+    padded.generate([[1, 2, 3], [4, 5]], n=3, max_new_tokens=10, temperature=1.0)
+    before = _generate._cache_size()
+    for kw in (dict(temperature=0.0), dict(temperature=1.0, seed=5)):
+        a = padded.generate([[7, 8, 9]], n=3, max_new_tokens=10, **kw)
+        b = plain.generate([[7, 8, 9]], n=3, max_new_tokens=10, **kw)
+        assert a.num_samples == 3 and np.array_equal(a.tokens, b.tokens) and np.array_equal(a.lengths, b.lengths)
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+    assert _generate._cache_size() == before + 1  # the plain engine's batch-1 program; the padded one compiled none
+    with pytest.raises(ValueError, match="min_batch"):
+        JaxEngine(config, params, stop_ids=[0], pad_id=0, min_batch=0)
+
+
 def test_argmax_is_numpys_first_maximal_index():
     rng = np.random.default_rng(0)
     x = rng.integers(-3, 4, size=(64, 300)).astype(np.float32)  # many ties for the maximum
