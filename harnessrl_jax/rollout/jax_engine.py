@@ -2,9 +2,9 @@
 
 Prompts are left-padded into a shape bucket (batch to a power of two, at least `min_batch`; prompt length to a
 multiple of 16 while below `prompt_bucket`, else to a multiple of it; cache to the prompt bucket plus a power-of-two
-budget of new tokens), prefilled once per distinct prompt, then the cache is repeated n times and a `lax.while_loop` decodes until
-every row has sampled a stop token or the token budget is spent. Only the shapes are static, so each bucket compiles
-once and later calls with other prompts, lengths, temperatures or seeds reuse it.
+budget of new tokens), prefilled once per distinct prompt, then the cache is repeated n times and a
+`lax.while_loop` decodes until every row has sampled a stop token or the token budget is spent. Only the shapes are
+static, so each bucket compiles once and later calls with other prompts, lengths, temperatures or seeds reuse it.
 """
 
 from __future__ import annotations
