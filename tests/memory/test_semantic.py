@@ -192,7 +192,8 @@ def test_seed_criteria_written_without_vectors_are_embedded_at_first_use_into_th
         mem = Memory.open(d, embedder=minilm)
         mem.add_criteria(seeds, embed=False)
         if first_use == "query":
-            assert key(mem.query(OWN, exclude_task="filter-paper")) == key(eager.query(OWN, exclude_task="filter-paper"))
+            assert key(mem.query(OWN, exclude_task="filter-paper")) == key(
+                eager.query(OWN, exclude_task="filter-paper"))
         elif first_use == "save":
             mem.save()
         else:
