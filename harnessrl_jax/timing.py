@@ -22,9 +22,10 @@ def median_time(fn, repeats: int, *, warmup: bool = True) -> float:
     return statistics.median(times)
 
 
-def peak_rss_bytes() -> int:
-    """This process's peak resident memory so far (getrusage's ru_maxrss: KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def peak_rss_bytes(usage: resource.struct_rusage | None = None) -> int:
+    """Peak resident memory in bytes from a getrusage or wait4 result (default: this process so far); ru_maxrss is
+    KiB on Linux, bytes on macOS."""
+    peak = (usage or resource.getrusage(resource.RUSAGE_SELF)).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
 
 

@@ -34,7 +34,7 @@ from absl import flags
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from harnessrl_jax import cli  # noqa: E402
+from harnessrl_jax import cli, timing  # noqa: E402
 
 flags.DEFINE_integer("steps", 6, "Training steps per run (step 1 carries the compiles; >= 2).")
 flags.DEFINE_integer("repeats", 3, "Runs, each a fresh process (the table gives the median and the spread).")
@@ -105,7 +105,7 @@ def one_run(repo: str, steps: int) -> dict:
     return {"wall_s": wall, "startup_s": (first_line_at or wall) - first["time/step"],
             "first_step_s": first["time/step"],
             "steps": [{k: float(v) for k, v in m.items() if k.startswith("time/")} for m in lines],
-            "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9,  # ru_maxrss: KiB on Linux
+            "peak_rss_gb": timing.peak_rss_bytes(usage) / 1e9,
             **{f"startup_{k}": startup.get(k) for k in STARTUP}}
 
 

@@ -269,9 +269,13 @@ class SemanticIndex:
 
     def _embed_deferred(self) -> None:
         if self._deferred:
-            self._deferred = False
-            self._embed_unembedded()
-            self.catch_up()
+            self._deferred = False  # first, as embedding them comes back through embed_missing
+            try:
+                self._embed_unembedded()
+                self.catch_up()
+            except BaseException:
+                self._deferred = True  # the model failed to load: they are still owed at the next use
+                raise
 
     def _embed_unembedded(self) -> None:
         missing = self.store.unembedded_texts(self.model)

@@ -101,13 +101,15 @@ def test_a_preloaded_model_is_shared_by_every_index_and_a_broken_one_fails_where
     broken = tmp_path / "not-a-model"
     broken.mkdir()
     semantic.preload_embedder(str(broken))  # a directory passes the path check; loading it fails in the thread
-    index = Memory.open(str(tmp_path / "c"), embedder=str(broken)).semantic  # the index opens without the model
+    mem = Memory.open(str(tmp_path / "c"), embedder=str(broken))  # the index opens without the model
+    mem.add_criteria([("plant-cell", "c0", CORPUS["plant-cell"][0])], embed=False)  # seeds owed to the index
     with pytest.raises(ValueError, match="Unrecognized model"):  # raised where the model is first needed
-        index.embedder
+        mem.query(OWN)
     source = embedder_path(DEFAULT_EMBEDDER)
     for name in os.listdir(source):  # the model put in place: the next use loads it (the failure was not kept)
         os.symlink(os.path.join(source, name), broken / name)
-    np.testing.assert_allclose(index.embedder.encode([OWN]), minilm.encode([OWN]), atol=1e-6)
+    np.testing.assert_allclose(mem.semantic.embedder.encode([OWN]), minilm.encode([OWN]), atol=1e-6)
+    assert [d.task_id for d in mem.query(OWN)] == ["plant-cell"]  # and the owed seeds were indexed then
     with pytest.raises(FileNotFoundError, match="local directory"):
         semantic.preload_embedder("BAAI/bge-base-en-v1.5")
 
