@@ -4,6 +4,9 @@ proposes, `loss_context` changes the loss inputs, `advantages_rubric` the advant
 batch weights, and mini-batches update twice from the first policy's logprobs."""
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -188,29 +191,37 @@ def test_mini_batches_update_twice_from_the_first_policys_logprobs(tiny_setup):
                    zip(jax.tree.leaves(one.params), jax.tree.leaves(state.params)))
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HEAP = """
+import ctypes, sys
+from harnessrl_jax import loop
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD: the blocks below are served from the heap, not mapped one by one
+
+def rss_mb():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+# 256 MB in 32 KB blocks, each followed by a small block that stays: the freed ones cannot merge into the heap's
+# top, so free() alone gives nothing back.
+pairs = [(libc.malloc(32 << 10), libc.malloc(64)) for _ in range(8192)]
+for block, _ in pairs:
+    ctypes.memset(block, 1, 32 << 10)  # touched, so resident
+for block, _ in pairs:
+    libc.free(block)
+before = rss_mb()
+loop.release_free_heap()
+print(before, rss_mb())
+"""
+
+
 def test_release_free_heap_gives_freed_heap_pages_back_to_the_system():
     if loop._malloc_trim() is None:
         pytest.skip("the C library has no malloc_trim (not glibc)")
-    import ctypes
-
-    libc = ctypes.CDLL(None)
-    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
-
-    def rss_mb():
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
-
-    # 256 MB in 32 KB blocks (under glibc's mmap threshold, so on the heap), each followed by a small block that
-    # stays: the freed ones cannot merge into the heap's top, and free() alone gives nothing back.
-    pairs = [(libc.malloc(32 << 10), libc.malloc(64)) for _ in range(8192)]
-    for block, _ in pairs:
-        ctypes.memset(block, 1, 32 << 10)  # touched, so resident
-    for block, _ in pairs:
-        libc.free(block)
-    before = rss_mb()
-    loop.release_free_heap()
-    after = rss_mb()
-    for _, small in pairs:
-        libc.free(small)
+    # A fresh process: a test worker's heap state (what earlier tests left, its mmap threshold) is not this test's.
+    out = subprocess.run([sys.executable, "-c", HEAP], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    before, after = map(float, out.stdout.split())
     assert before - after > 200, (before, after)
