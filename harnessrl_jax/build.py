@@ -38,13 +38,18 @@ def _tiny_model(config) -> tuple[ModelConfig, Params, Any]:
     from harnessrl_jax import toy
 
     tokenizer = toy.char_tokenizer()
-    model_config = preset_config("tiny").replace(vocab_size=round_up(tokenizer.vocab_size, 16), **_model_overrides(config))
+    model_config = preset_config("tiny").replace(vocab_size=round_up(tokenizer.vocab_size, 16),
+                                                 **model_overrides(config))
     params = init_params(model_config, jax.random.PRNGKey(config.seed), std=config.model.get("init_std", 0.02))
     return model_config, params, tokenizer
 
 
-def _model_overrides(config) -> dict[str, Any]:
-    return {k: config.model[k] for k in ("compute_dtype", "remat") if k in config.model}
+# config.model's keys that are ModelConfig fields (how it computes, not which model it is)
+MODEL_OVERRIDES = ("compute_dtype", "remat", "scan_layers")
+
+
+def model_overrides(config) -> dict[str, Any]:
+    return {k: config.model[k] for k in MODEL_OVERRIDES if k in config.model}
 
 
 # model_name -> (config -> (model config, params, tokenizer)); any other name goes to load_pretrained.
@@ -87,7 +92,7 @@ def build_model(config, timings: dict[str, float] | None = None) -> tuple[ModelC
             timings.update(weights_s=time.perf_counter() - start, tokenizer_s=0.0)
         return built
     model_config, params, tokenizer = load_pretrained(config.model_name, timings=timings,
-                                                      **_model_overrides(config))
+                                                      **model_overrides(config))
     if tokenizer is None:
         raise ValueError(f"model {config.model_name!r} has no tokenizer files; the loop needs one")
     return model_config, params, tokenizer

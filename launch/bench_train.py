@@ -1,20 +1,21 @@
 """Throughput of one GRPO update (forward, backward, optimiser) in JAX against the same update in PyTorch.
 
-    python launch/bench_train.py [--batch=16] [--seq=128] [--repeats=3] [--micro_batches=1,4]
+    python launch/bench_train.py [--batch=16] [--seq=128] [--repeats=3] [--micro_batches=1,4] [--layers=scan,unroll]
 
-Both sides run SmolLM2-135M-Instruct in float32 on the CPU from the same GGUF weights: the JAX side is this
-project's sharded train step (rl/step.py, one device, no reference forward since kl_coef = 0, the output head on
-the completion_len = seq - prompt completion positions, as build.make_trainer sets it), once per --micro_batches
-value (the same update, gradients summed over slices); the PyTorch side is transformers' model as TRL's
-GRPOTrainer runs it (logits_to_keep: the head only on the completion positions, selective log-softmax at the
-sampling temperature, ratio against detached logprobs, clipped surrogate, token mean) then clip_grad_norm_ and
-torch.optim.AdamW. Runs alternate between the implementations so machine load hits all alike; the best of the
-repeats is reported. Achieved FLOP/s counts the update's matmul FLOPs analytically (forward + backward = 3 x
-forward: the layers at every position, the head at the completion positions; the JAX head's recomputation in its
-backward, when it has more than one chunk, is not counted) against a large float32 matmul's rate measured in the
-same run before the first repeat and after each: each repeat's update is set against the faster of the two rates
-measured around it, the machine as fast as it was then (a shared machine's speed drifts by tens of percent within
-minutes), and the table gives the median share over the repeats and its range.
+Both sides run SmolLM2-135M-Instruct in float32 on the CPU from the same GGUF weights: the JAX side is this project's
+sharded train step (rl/step.py, one device, no reference forward since kl_coef = 0, the output head on the
+completion_len = seq - prompt completion positions, as build.make_trainer sets it), once per --micro_batches value
+(the same update, gradients summed over slices) and --layers value (the model's scan_layers: the layers in a lax.scan,
+as every shipped config runs them, or unrolled, models/llama.py); the PyTorch side is transformers' model as TRL's
+GRPOTrainer runs it (logits_to_keep: the head only on the completion positions, selective log-softmax at the sampling
+temperature, ratio against detached logprobs, clipped surrogate, token mean) then clip_grad_norm_ and
+torch.optim.AdamW. Runs alternate between the implementations so machine load hits all alike; the best of the repeats
+is reported. Achieved FLOP/s counts the update's matmul FLOPs analytically (forward + backward = 3 x forward: the
+layers at every position, the head at the completion positions; the JAX head's recomputation in its backward, when it
+has more than one chunk, is not counted) against a large float32 matmul's rate measured in the same run before the
+first repeat and after each: each repeat's update is set against the faster of the two rates measured around it, the
+machine as fast as it was then (a shared machine's speed drifts by tens of percent within minutes), and the table
+gives the median share over the repeats and its range.
 
 The system time and page faults per update show allocation cost: XLA's CPU runtime allocates each call's
 temporaries afresh, glibc maps allocations over 32 MiB straight from the kernel, and faulting gigabytes of fresh
@@ -44,6 +45,7 @@ flags.DEFINE_integer("seq", 128, "Tokens per sequence.")
 flags.DEFINE_integer("prompt", 32, "Leading prompt tokens per sequence (no loss on them).")
 flags.DEFINE_integer("repeats", 3, "Timed updates per implementation (the best is reported).")
 flags.DEFINE_list("micro_batches", ["1", "4"], "JAX micro-batches per update, one timed variant each.")
+flags.DEFINE_list("layers", ["scan", "unroll"], "JAX layer loops (scan | unroll), one timed variant each.")
 flags.DEFINE_string("compute_dtype", "float32", "JAX compute dtype (float32 | bfloat16).")
 flags.DEFINE_bool("torch", True, "Also time the PyTorch update.")
 FLAGS = flags.FLAGS
@@ -70,14 +72,14 @@ def make_batch(vocab: int, rng):
 class JaxUpdate:
     """This project's train step, plus the forward and forward+backward alone for the breakdown."""
 
-    def __init__(self, config, params, batch, micro_batches=1):
+    def __init__(self, config, params, batch, micro_batches=1, scan_layers=True):
         import jax
 
         from harnessrl_jax.models.sharding import make_mesh
         from harnessrl_jax.rl.optim import make_optimizer
         from harnessrl_jax.rl.step import LossSettings, Trainer
 
-        config = config.replace(compute_dtype=FLAGS.compute_dtype)
+        config = config.replace(compute_dtype=FLAGS.compute_dtype, scan_layers=scan_layers)
         optimizer, schedule = make_optimizer(dict(lr=1e-6, max_grad_norm=1.0))
         self.trainer = Trainer(config, optimizer, make_mesh(1, 1, 1, devices=jax.devices()[:1]),
                                LossSettings(kl_coef=0.0, clip_low=CLIP, clip_high=CLIP, temperature=TEMPERATURE),
@@ -142,6 +144,11 @@ class TorchUpdate:
         self.optimizer.zero_grad(set_to_none=True)
 
 
+def _variant(name: str) -> str:
+    """'4 micro-batches, layers scan' of 'JAX (rl/step.py), 4 micro-batches, layers scan'."""
+    return name.split(", ", 1)[-1]
+
+
 def _time(fn) -> tuple[float, float, int]:
     """(wall seconds, system seconds, minor page faults) of one call."""
     before = resource.getrusage(resource.RUSAGE_SELF)
@@ -166,12 +173,16 @@ def main(argv):
     head = 2 * FLAGS.batch * FLAGS.prompt * config.hidden_size * config.vocab_size
     flops = 3 * (forward_flops(config, FLAGS.batch, FLAGS.seq) - head)
 
+    bad = set(FLAGS.layers) - {"scan", "unroll"}
+    if bad:
+        raise cli.UserError(f"--layers takes scan and/or unroll, got {sorted(bad)}")
     updates, compile_s = {}, {}
-    for m in map(int, FLAGS.micro_batches):
-        name = f"JAX (rl/step.py), {m} micro-batch{'es' if m > 1 else ''}"
-        print(f"compiling {name} ({FLAGS.batch} x {FLAGS.seq} tokens) ...", flush=True)
-        updates[name] = JaxUpdate(config, params, batch, m)
-        compile_s[name] = _time(updates[name].step)[0]
+    for layers in FLAGS.layers:
+        for m in map(int, FLAGS.micro_batches):
+            name = f"JAX (rl/step.py), {m} micro-batch{'es' if m > 1 else ''}, layers {layers}"
+            print(f"compiling {name} ({FLAGS.batch} x {FLAGS.seq} tokens) ...", flush=True)
+            updates[name] = JaxUpdate(config, params, batch, m, scan_layers=layers == "scan")
+            compile_s[name] = _time(updates[name].step)[0]
     if FLAGS.torch:
         updates["PyTorch (transformers, TRL's loss)"] = TorchUpdate(batch)
         updates["PyTorch (transformers, TRL's loss)"].step()  # warm-up: allocator, thread pool
@@ -187,7 +198,8 @@ def main(argv):
     around = [max(before, after) for before, after in zip(peaks, peaks[1:])]  # the faster rate around each repeat
     shares = {name: sorted(flops / r[0] / p for r, p in zip(results, around)) for name, results in runs.items()}
 
-    full = next(iter(updates.values()))
+    first = next(iter(updates))
+    full = updates[first]
     full.forward(), full.forward_backward()  # compile both
     breakdown = {name: min(_time(fn)[0] for _ in range(FLAGS.repeats))
                  for name, fn in (("forward", full.forward), ("forward+backward", full.forward_backward))}
@@ -213,15 +225,16 @@ def main(argv):
               f"{statistics.median(share):.0%} [{share[0]:.0%}, {share[-1]:.0%}] | {sys_s:.1f} | {faults:,} |")
     if FLAGS.torch:
         torch_s = best.pop("PyTorch (transformers, TRL's loss)")
-        print("\nJAX / PyTorch speed: " + ", ".join(f"{n.split(', ')[-1]}: {torch_s / s:.2f}x" for n, s in best.items())
+        print("\nJAX / PyTorch speed: " + ", ".join(f"{_variant(n)}: {torch_s / s:.2f}x" for n, s in best.items())
               + "; first JAX calls (compile + run): " + ", ".join(f"{s:.1f}s" for s in compile_s.values()))
-    step_s = min(runs[next(iter(updates))])[0]
+    step_s = min(runs[first])[0]
     fwd, fb = breakdown["forward"], breakdown["forward+backward"]
-    print(f"JAX breakdown (full batch): forward (the loss) {fwd:.2f}s ({flops / 3 / fwd / 1e9:.1f} GFLOP/s), "
+    print(f"JAX breakdown (the full batch at once, layers {first.rsplit(' ', 1)[-1]}): forward (the loss) {fwd:.2f}s "
+          f"({flops / 3 / fwd / 1e9:.1f} GFLOP/s), "
           f"forward+backward with the loss {fb:.2f}s ({flops / fb / 1e9:.1f} GFLOP/s), "
           f"the rest of the step (clip, AdamW, metrics, allocation) {step_s - fb:.2f}s")
     fastest = min(best, key=best.get)
-    verdict = f"the fastest JAX update ({fastest.split(', ')[-1]}) runs at {statistics.median(shares[fastest]):.0%} " \
+    verdict = f"the fastest JAX update ({_variant(fastest)}) runs at {statistics.median(shares[fastest]):.0%} " \
               "of the matmul peak (the median over the repeats; target 65%)"
     if FLAGS.torch:
         verdict += f" and {torch_s / best[fastest]:.2f}x the PyTorch update (target 1.25x)"

@@ -46,10 +46,11 @@ def model_shapes(config):
     """The ModelConfig of config.model_name without loading weights."""
     import json
 
+    from harnessrl_jax.build import model_overrides
     from harnessrl_jax.models import PRESETS, loading
     from harnessrl_jax.models.gguf_file import read_gguf
 
-    overrides = {k: config.model[k] for k in ("compute_dtype", "remat") if k in config.model}
+    overrides = model_overrides(config)
     name = config.model_name
     if name in PRESETS:
         return PRESETS[name].replace(**overrides)

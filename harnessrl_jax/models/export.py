@@ -134,7 +134,7 @@ def export_hf(config: ModelConfig | Qwen3_5Config, params: Params, directory: st
         base_config = loading.hf_model_config(loading.read_hf_config(base_dir), base_dir)
         if type(base_config) is not type(config) or base_config.replace(
                 param_dtype=config.param_dtype, compute_dtype=config.compute_dtype, remat=config.remat,
-                **({"chunk_size": config.chunk_size} if qwen else {})) != config:
+                scan_layers=config.scan_layers, **({"chunk_size": config.chunk_size} if qwen else {})) != config:
             raise ValueError(f"base_dir {base_dir}: its config.json describes another model than the one exported")
 
     leaves = loading.hf_leaves(config)

@@ -2,7 +2,8 @@
 
 No Flax module: the params are a plain nested dict of arrays, so loaders, the exporter and the sharding rules
 address weights by path, and `jax.jit`, `jax.grad` and `NamedSharding` apply to the tree directly. Layers are
-stacked on a leading axis and run with `lax.scan`, so compile time does not grow with depth.
+stacked on a leading axis and run with `lax.scan`, so compile time does not grow with depth; `scan_layers=False`
+runs them unrolled instead (see ModelConfig).
 
 Layout (all matrices stored [in, out], the transpose of the HF/torch layout):
   embed [V, D]; final_norm [D]; lm_head [D, V] unless tied to embed
@@ -45,6 +46,13 @@ class ModelConfig:
     param_dtype: str = "float32"
     compute_dtype: str = "float32"  # "bfloat16" for mixed precision; logits are always float32
     remat: bool = False  # rematerialise each layer in the backward pass
+    # False: hidden_states runs the layers unrolled, each on its own slice of the stacked weights, and a trainer
+    # slices them once per step (split_layers) instead of once per micro-batch. The scan copies every layer's
+    # weights out of the stack on each pass, forward and backward, and writes its gradients back; unrolled, an
+    # update without remat of SmolLM2 on XLA's CPU backend is ~10% faster (launch/bench_train.py), at a compile
+    # time that grows with depth and one more copy of the layer weights during the step. Keep it True with remat:
+    # unrolled, XLA keeps the recomputed activations alive (4x the temporaries, and slower).
+    scan_layers: bool = True
 
     def __post_init__(self):
         if self.num_heads % self.num_kv_heads:
@@ -235,8 +243,25 @@ def hidden_states(
     if config.remat:
         layer = jax.checkpoint(layer, policy=jax.checkpoint_policies.nothing_saveable)
     x = constrain(params["embed"][tokens], "hidden")
-    x, _ = jax.lax.scan(layer, x, params["layers"])
+    layers = params["layers"]
+    if config.scan_layers and not isinstance(layers, (list, tuple)):
+        return jax.lax.scan(layer, x, layers)[0]
+    for lp in layers if isinstance(layers, (list, tuple)) else split_layers(params)["layers"]:
+        x = layer(x, lp)[0]
     return x
+
+
+def split_layers(params: Params) -> Params:
+    """params with the stacked layers as a list of per-layer dicts, which `hidden_states` (and `forward`,
+    `features`) also take: runs unrolled over it slice nothing more (see ModelConfig.scan_layers)."""
+    layers = params["layers"]
+    n = jax.tree.leaves(layers)[0].shape[0]
+    return {**params, "layers": [jax.tree.map(lambda a: a[i], layers) for i in range(n)]}
+
+
+def stack_layers(params: Params) -> Params:
+    """The inverse of split_layers (e.g. for gradients taken with respect to split params)."""
+    return {**params, "layers": jax.tree.map(lambda *xs: jnp.stack(xs), *params["layers"])}
 
 
 def forward(

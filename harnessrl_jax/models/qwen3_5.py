@@ -68,6 +68,7 @@ class Qwen3_5Config:
     compute_dtype: str = "float32"  # "bfloat16" for mixed precision; logits and the DeltaNet state are float32
     remat: bool = False  # rematerialise each layer in the backward pass
     chunk_size: int = 64  # DeltaNet chunk length for training and prefill
+    scan_layers: bool = True  # unrolled layers (False) are the llama family's only (llama.ModelConfig.scan_layers)
 
     def __post_init__(self):
         types = tuple(self.layer_types) or tuple(
@@ -85,6 +86,9 @@ class Qwen3_5Config:
                              f"give an even rotary dimension")
         if self.model_type not in ("qwen3_5", "qwen3_5_text"):
             raise ValueError(f"model_type must be 'qwen3_5' or 'qwen3_5_text', got {self.model_type!r}")
+        if not self.scan_layers:
+            raise ValueError("scan_layers=False (unrolled layers) is implemented for the llama family only; "
+                             "Qwen3.5 runs its layer blocks with lax.scan")
 
     def replace(self, **kw) -> "Qwen3_5Config":
         return dataclasses.replace(self, **kw)

@@ -5,7 +5,9 @@ forward the policy, take float32 logprobs of the sampled tokens at the sampling 
 reference with the same sharded function (when the KL coefficient is non-zero), and add the slice's loss *sum*,
 denominator and gradient of the sum to running totals. Only after the last slice is the gradient divided by the
 total denominator, so any number of micro-batches gives the gradient of the one-batch loss (up to float rounding).
-Then global-norm clipping and AdamW (optim.py) update the float32 master params.
+Then global-norm clipping and AdamW (optim.py) update the float32 master params. With unrolled layers
+(`scan_layers=False`, models/llama.py) the step slices the layer weights out of their stack once, before the
+micro-batches (models.llama.split_layers), and stacks the gradient back after the last one.
 
 Only completion positions reach the output head, as TRL computes GRPO: with `completion_len` W (the sampler's
 max_new_tokens), each row's W positions from its first loss position are gathered from the final hidden states,
@@ -46,6 +48,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from harnessrl_jax.models import ModelConfig, Params, features, forward, param_shapes
+from harnessrl_jax.models.llama import split_layers, stack_layers
 from harnessrl_jax.models.sharding import BATCH_SPEC, partition_specs
 from harnessrl_jax.rl import distill, grpo
 from harnessrl_jax.rl.batch import TrainBatch
@@ -383,21 +386,28 @@ class Trainer:
         if batch.distill_mask is not None:
             loss_fn = functools.partial(loss_fn, totals=self._batch_totals(batch))
         grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+        params = state.params
+        unrolled = not self.model_config.scan_layers
+        if unrolled:  # the layers sliced out of the stack once per step, not once per micro-batch and pass
+            params = split_layers(params)
+            ref_params = None if ref_params is None else split_layers(ref_params)
         if self.micro_batches == 1:
-            (loss_sum, (denominator, sums)), grads = grad_fn(state.params, ref_params, batch)
+            (loss_sum, (denominator, sums)), grads = grad_fn(params, ref_params, batch)
         else:
             def accumulate(carry, mb):
                 grads, loss_sum, denominator, sums = carry
-                (l, (d, s)), g = grad_fn(state.params, ref_params, mb)
+                (l, (d, s)), g = grad_fn(params, ref_params, mb)
                 return (jax.tree.map(jnp.add, grads, g), loss_sum + l, denominator + d,
                         grpo.merge_metrics(sums, s)), None
 
             mbs = self._split(batch)
             first = jax.tree.map(lambda x: x[0], mbs)
-            _, (_, sums_shape) = jax.eval_shape(loss_fn, state.params, ref_params, first)
-            zeros = (jax.tree.map(jnp.zeros_like, state.params), jnp.zeros((), jnp.float32),
+            _, (_, sums_shape) = jax.eval_shape(loss_fn, params, ref_params, first)
+            zeros = (jax.tree.map(jnp.zeros_like, params), jnp.zeros((), jnp.float32),
                      jnp.zeros((), jnp.float32), jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), sums_shape))
             (grads, loss_sum, denominator, sums), _ = jax.lax.scan(accumulate, zeros, mbs)
+        if unrolled:
+            grads = stack_layers(grads)
 
         # The objective is sum(loss_sum) / sum(denominator): exact for any split of the batch.
         scale = 1.0 / jnp.maximum(denominator, 1.0)

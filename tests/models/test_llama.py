@@ -161,10 +161,10 @@ def test_gguf_that_is_not_gguf_names_the_file(tmp_path):
         load_pretrained(str(path))
 
 
-def test_forward_flops_agrees_with_xla_cost_analysis_for_one_layer():
-    # With one layer XLA's count (which sees a scan body once) is a valid reference; it also counts the
+def test_forward_flops_agrees_with_xla_cost_analysis():
+    # With the layers unrolled XLA's count sees every layer (a scan body it counts once); it also counts the
     # non-matmul work, so allow a few percent.
-    config = preset_config("tiny").replace(num_layers=1, vocab_size=2048)
+    config = preset_config("tiny").replace(num_layers=3, vocab_size=2048, scan_layers=False)
     params = init_params(config, jax.random.PRNGKey(0))
     tokens = jnp.zeros((2, 64), jnp.int32)
     cost = jax.jit(forward, static_argnums=0).lower(config, params, tokens).compile().cost_analysis()
@@ -173,3 +173,22 @@ def test_forward_flops_agrees_with_xla_cost_analysis_for_one_layer():
 
     ours = forward_flops(config, 2, 64)
     assert 0.9 * xla < ours <= 1.0 * xla, (ours, xla)
+
+
+def test_unrolled_layers_compute_the_scanned_forward_without_a_loop():
+    from harnessrl_jax.models.llama import split_layers, stack_layers
+
+    config = preset_config("tiny").replace(num_layers=3, vocab_size=256)
+    params = init_params(config, jax.random.PRNGKey(0), std=0.3)
+    tokens = jnp.asarray(np.random.default_rng(0).integers(0, 256, (2, 12)), jnp.int32)
+    mask = jnp.arange(12)[None] >= jnp.array([[0], [5]])  # a left-padded row
+    scanned = forward(config, params, tokens, mask)
+    unrolled = config.replace(scan_layers=False)
+    split = split_layers(params)
+    assert len(split["layers"]) == 3 and split["layers"][1]["wq"].shape == params["layers"]["wq"].shape[1:]
+    for cfg, p in ((unrolled, params), (unrolled, split), (config, split)):  # split params run unrolled anyway
+        np.testing.assert_allclose(forward(cfg, p, tokens, mask), scanned, atol=1e-5, rtol=1e-5)
+    lowered = {c.scan_layers: jax.jit(forward, static_argnums=0).lower(c, params, tokens, mask).as_text()
+               for c in (config, unrolled)}
+    assert "stablehlo.while" in lowered[True] and "stablehlo.while" not in lowered[False]
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.array_equal(a, b)), stack_layers(split), params))

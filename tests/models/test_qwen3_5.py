@@ -212,3 +212,5 @@ def test_bad_qwen3_5_configs_are_clear_errors(tmp_path):
         load_pretrained(str(tmp_path))
     with pytest.raises(ValueError, match="layer_types"):
         preset_config("qwen3.5-tiny").replace(layer_types=("linear_attention",))
+    with pytest.raises(ValueError, match="scan_layers=False.*llama family only"):
+        preset_config("qwen3.5-tiny").replace(scan_layers=False)

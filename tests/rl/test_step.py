@@ -321,3 +321,21 @@ def test_rematerialised_layers_give_the_same_step(params, ref_params, unsharded)
                               model_config=CONFIG.replace(remat=True))
     assert_trees_close(grads, unsharded[0], atol=1e-6)
     assert_metrics_close(metrics, unsharded[1], 1e-6)
+
+
+def test_unrolled_layers_give_the_same_step_sharded_with_micro_batches(params, ref_params, unsharded):
+    """scan_layers=False: the step slices the layers once (split_layers), the policy and the reference forward run
+    them unrolled, and the gradient is stacked back; on 8 devices (fsdp and tensor shards of each slice) with two
+    micro-batches it is the scanned one-device step."""
+    unrolled = CONFIG.replace(scan_layers=False)
+    grads, metrics = sgd_step(make_mesh(2, 2, 2), params, ref_params, random_batch(), micro_batches=2,
+                              model_config=unrolled)
+    assert_trees_close(grads, unsharded[0], atol=1e-5)
+    assert_metrics_close(metrics, unsharded[1], 1e-5)
+
+    def loops(config):
+        trainer = Trainer(config, optax.sgd(1.0), one_device(), LOSS, micro_batches=2)
+        state = trainer.init_state(params, jax.random.PRNGKey(0))
+        return trainer._step.lower(state, trainer.put_batch(random_batch()), ref_params).as_text().count(
+            "stablehlo.while")
+    assert loops(unrolled) == loops(CONFIG) - 3  # the layer loops of the policy's forward and backward and the ref's
