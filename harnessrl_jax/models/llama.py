@@ -51,7 +51,8 @@ class ModelConfig:
     # weights out of the stack on each pass, forward and backward, and writes its gradients back; unrolled, an
     # update without remat of SmolLM2 on XLA's CPU backend is ~10% faster (launch/bench_train.py), at a compile
     # time that grows with depth and one more copy of the layer weights during the step. Keep it True with remat:
-    # unrolled, XLA keeps the recomputed activations alive (4x the temporaries, and slower).
+    # unrolled, XLA keeps the recomputed activations alive (4x the temporaries, and slower). The sampler's cached
+    # decode (forward_cached) scans either way: unrolled, it measured no faster.
     scan_layers: bool = True
 
     def __post_init__(self):
@@ -252,8 +253,8 @@ def hidden_states(
 
 
 def split_layers(params: Params) -> Params:
-    """params with the stacked layers as a list of per-layer dicts, which `hidden_states` (and `forward`,
-    `features`) also take: runs unrolled over it slice nothing more (see ModelConfig.scan_layers)."""
+    """params with the stacked layers as a list of per-layer dicts. `hidden_states` (so `forward` and `features`)
+    takes this form too, and runs it unrolled without slicing anything more (see ModelConfig.scan_layers)."""
     layers = params["layers"]
     n = jax.tree.leaves(layers)[0].shape[0]
     return {**params, "layers": [jax.tree.map(lambda a: a[i], layers) for i in range(n)]}
