@@ -361,8 +361,8 @@ class Stepper:
                                                    anchors=anchors)
             self.harness = self.method.transitions.advance_schedule(self.harness, 0, config.total_steps)
             if self.memory is not None and self.memory.semantic is not None:
-                # Embedded at the memory's first use in step 1, so the model's load (started in the background by
-                # launch/train.py) goes on through the first rollout instead of holding up step 1.
+                # Embedded in step 1 before the evolver (Stepper.step), so the model's load (started in the
+                # background by launch/train.py) goes on through the first rollout instead of holding up step 1.
                 self.memory.add_criteria(((t.id, c.id, c.text) for t in self.tasks for c in t.criteria), embed=False)
 
     def extra(self) -> dict[str, Any]:
@@ -424,6 +424,13 @@ class Stepper:
         metrics.update(oracle_metrics(tasks, groups.responses, rewards, S, [H.points(t.id) for t in tasks]))
         timings["time/judge"] = time.perf_counter() - start
 
+        # --- the memory's seed vectors, owed since Stepper.start, before the evolver reads it: waiting for the
+        # embedding model's background load is start-up, counted as the memory's time and not the evolver's
+        start = time.perf_counter()
+        if self.memory is not None:
+            self.memory.embed_deferred()
+        memory_s = time.perf_counter() - start
+
         # --- evolver (attributor -> proposer -> critic; the attributor alone for a frozen harness) and memory
         start = time.perf_counter()
         timer = {"critic": 0.0, "resampled": 0}
@@ -444,7 +451,7 @@ class Stepper:
                            **result.draw_fields(n))
                 for n, (t, r, s, rw) in enumerate(zip(tasks, groups.responses, S, rewards))])
         H_next = method.transitions.advance_schedule(result.state, step + 1, cfg.total_steps)
-        timings["time/memory"] = time.perf_counter() - start
+        timings["time/memory"] = memory_s + time.perf_counter() - start
         timings["time/critic"] = timer["critic"]
 
         # --- advantages under the rubric before or after this step's update

@@ -15,8 +15,8 @@ Start-up. Once the first step of the process is done (or at once when there is n
 `startup.json` give the wall seconds from launch to training: `weights_s` (reading the weights and building the
 params), `tokenizer_s`, `build_s` (everything else before the first step: config checks, tasks, mesh, trainer,
 engine, judge, memory, the train state or the restored checkpoint, with the compiles they need; the memory's
-embedding model loads in a background thread from the train state's build on, and whatever of that load is left when
-the memory is first used in step 1 counts in that step), `imports_s` (Python imports before `train` runs; 0 when
+embedding model loads in a background thread from the train state's build on, and whatever of that load is left after
+step 1's rollouts and judging counts in that step, as its `time/memory`), `imports_s` (Python imports before `train` runs; 0 when
 `train` is called as a function), `compile_s` (XLA compile seconds, persistent-cache look-ups included, from `train`
 through the first step; tracing and lowering not counted), `first_step_compile_s` (the part of compile_s inside the
 first step), `first_step_s` (the first step's wall time, compiles and all), and `total_s` = imports_s + the time to

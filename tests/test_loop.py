@@ -225,3 +225,25 @@ def test_release_free_heap_gives_freed_heap_pages_back_to_the_system():
     assert out.returncode == 0, out.stderr[-3000:]
     before, after = map(float, out.stdout.split())
     assert before - after > 200, (before, after)
+
+
+def test_step_1_embeds_the_seed_criteria_before_the_evolver_reads_the_memory(tiny_setup, tmp_path, monkeypatch):
+    """The seeds Stepper.start wrote without vectors are embedded before the evolver runs, so the wait for the
+    embedding model's background load is counted as the memory's time, not the evolver's."""
+    run = tiny_setup
+    config = TINY()
+    config.memory.embedder = "default"  # the bundled MiniLM: a semantic index, which the tiny config leaves out
+    s = loop.Stepper(dataclasses.replace(run, config=config), methods.describe(config), str(tmp_path))
+    s.start(None)
+    assert s.memory.semantic._deferred
+    owed_at_evolver = []
+    real = s.evolver.step
+
+    def spy(*args, **kwargs):
+        owed_at_evolver.append(s.memory.semantic._deferred)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(s.evolver, "step", spy)
+    _, metrics, _ = s.step(build.initial_state(run), 0)
+    assert owed_at_evolver == [False] and metrics["time/memory"] > 0
+    assert s.memory.semantic.size >= len({c.text for t in run.tasks for c in t.criteria})
+    s.close()

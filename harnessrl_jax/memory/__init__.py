@@ -62,6 +62,12 @@ class Memory:
         if self.semantic is not None:
             self.semantic.catch_up()
 
+    def embed_deferred(self) -> None:
+        """Embeds the rows `add_criteria(..., embed=False)` left without vectors now, waiting for the embedding
+        model if it is still loading, rather than at the first query or write (which would do the same)."""
+        if self.semantic is not None:
+            self.semantic.embed_deferred()
+
     def add_criteria(self, items: Iterable[tuple[str, str, str]], step: int | None = None, *,
                      embed: bool = True) -> int:
         """Indexes (task_id, criterion_id, text) triples ahead of any draw, e.g. the seed rubrics; returns #new.

@@ -267,7 +267,8 @@ class SemanticIndex:
         them, so the index is the one embedding them at once would have built."""
         self._deferred = True
 
-    def _embed_deferred(self) -> None:
+    def embed_deferred(self) -> None:
+        """Embeds and indexes the rows `embed_later` left owed, now (a no-op when none are); every first use does."""
         if self._deferred:
             self._deferred = False  # first, as embedding them comes back through embed_missing
             try:
@@ -285,7 +286,7 @@ class SemanticIndex:
 
     def embed_missing(self, texts: Iterable[str]) -> dict[str, np.ndarray]:
         """Embeds, in one batch, the texts with no cached vector for this model; returns them as float16."""
-        self._embed_deferred()
+        self.embed_deferred()
         texts = list(dict.fromkeys(texts))
         cached = self.store.embeddings(self.model, texts)
         missing = [t for t in texts if t not in cached]
@@ -346,7 +347,7 @@ class SemanticIndex:
         return "rebuilt"
 
     def save(self, directory: str) -> str | None:
-        self._embed_deferred()
+        self.embed_deferred()
         if self.index is None:
             return None
         path = os.path.join(directory, self.filename())
@@ -371,7 +372,7 @@ class SemanticIndex:
     def query_many(self, texts: Sequence[str], exclude_tasks: Sequence[str | None] | None = None, *, k: int = 4,
                    min_cosine: float = 0.82, examples: int = 2) -> list[list[Donor]]:
         """`query` for many texts in one faiss search."""
-        self._embed_deferred()
+        self.embed_deferred()
         if exclude_tasks is None:
             exclude_tasks = [None] * len(texts)
         if len(exclude_tasks) != len(texts):

@@ -188,8 +188,9 @@ def test_seed_criteria_written_without_vectors_are_embedded_at_first_use_into_th
     np.testing.assert_array_equal(ids[0], ids[1])
     np.testing.assert_array_equal(*(m.store.embedding_rows(m.semantic.model)[1] for m in (eager, lazy)))
     assert key(lazy.query(OWN, exclude_task="filter-paper")) == key(eager.query(OWN, exclude_task="filter-paper"))
-    # A query or a save is a first use too; and a memory closed before any use embeds its rows when reopened.
-    for first_use in ("query", "save", "reopen"):
+    # A query, a save or an explicit embed_deferred (the loop's, before step 1's evolver) is a first use too; and a
+    # memory closed before any use embeds its rows when reopened.
+    for first_use in ("query", "save", "embed_deferred", "reopen"):
         d = str(tmp_path / first_use)
         mem = Memory.open(d, embedder=minilm)
         mem.add_criteria(seeds, embed=False)
@@ -198,6 +199,9 @@ def test_seed_criteria_written_without_vectors_are_embedded_at_first_use_into_th
                 eager.query(OWN, exclude_task="filter-paper"))
         elif first_use == "save":
             mem.save()
+        elif first_use == "embed_deferred":
+            mem.embed_deferred()
+            mem.embed_deferred()  # nothing is owed any more: a no-op
         else:
             mem.close()
             mem = Memory.open(d, embedder=minilm)
