@@ -13,16 +13,16 @@ the latest checkpoint and continues exactly as if it had not stopped.
 
 Start-up. Once the first step of the process is done (or at once when there is no step to run), one log line and
 `startup.json` give the wall seconds from launch to training: `weights_s` (reading the weights and building the
-params), `tokenizer_s`, `build_s` (everything else before the first step: config checks, tasks, mesh, trainer,
-engine, judge, memory, the train state or the restored checkpoint, with the compiles they need; the memory's
-embedding model loads in a background thread from the train state's build on, and whatever of that load is left after
-step 1's rollouts and judging counts in that step, as its `time/memory`), `imports_s` (Python imports before `train` runs; 0 when
-`train` is called as a function), `compile_s` (XLA compile seconds, persistent-cache look-ups included, from `train`
-through the first step; tracing and lowering not counted), `first_step_compile_s` (the part of compile_s inside the
-first step), `first_step_s` (the first step's wall time, compiles and all), and `total_s` = imports_s + the time to
-the first step + first_step_compile_s: what a user waits before the run trains at speed. Also `compiles` (programs
-compiled or loaded), `compile_cache` (the --compilation_cache directory, or null) and `compile_cache_hits`, and
-`start_step` (0, or the step resumed from). With --compilation_cache (on by default, under
+params), `tokenizer_s`, `build_s` (everything else before the first step: config checks, tasks, mesh, trainer, engine,
+judge, memory, the train state or the restored checkpoint, with the compiles they need; the memory's embedding model
+loads in a background thread from the train state's build on, and whatever of that load is left after step 1's
+rollouts and judging counts in that step, as its `time/memory`), `imports_s` (Python imports before `train` runs; 0
+when `train` is called as a function), `compile_s` (XLA compile seconds, persistent-cache look-ups included, from
+`train` through the first step; tracing and lowering not counted), `first_step_compile_s` (the part of compile_s
+inside the first step), `first_step_s` (the first step's wall time, compiles and all), and `total_s` = imports_s + the
+time to the first step + first_step_compile_s: what a user waits before the run trains at speed. Also `compiles`
+(programs compiled or loaded), `compile_cache` (the --compilation_cache directory, or null) and `compile_cache_hits`,
+and `start_step` (0, or the step resumed from). With --compilation_cache (on by default, under
 ~/.cache/harnessrl_jax/xla or $JAX_COMPILATION_CACHE_DIR) a run whose programs were compiled before loads them.
 
 Failures (harnessrl_jax.failures). An unwritable or nearly full workdir is an error before any model loads. A
