@@ -161,6 +161,10 @@ def _time(fn) -> tuple[float, float, int]:
 
 def main(argv):
     del argv
+    bad = set(FLAGS.layers) - {"scan", "unroll"}
+    if bad:
+        raise cli.UserError(f"--layers takes scan and/or unroll, got {sorted(bad)}")
+
     import numpy as np
 
     from harnessrl_jax.models import load_pretrained
@@ -173,9 +177,6 @@ def main(argv):
     head = 2 * FLAGS.batch * FLAGS.prompt * config.hidden_size * config.vocab_size
     flops = 3 * (forward_flops(config, FLAGS.batch, FLAGS.seq) - head)
 
-    bad = set(FLAGS.layers) - {"scan", "unroll"}
-    if bad:
-        raise cli.UserError(f"--layers takes scan and/or unroll, got {sorted(bad)}")
     updates, compile_s = {}, {}
     for layers in FLAGS.layers:
         for m in map(int, FLAGS.micro_batches):
