@@ -333,9 +333,15 @@ def test_unrolled_layers_give_the_same_step_sharded_with_micro_batches(params, r
     assert_trees_close(grads, unsharded[0], atol=1e-5)
     assert_metrics_close(metrics, unsharded[1], 1e-5)
 
-    def loops(config):
+    def traced(config):
         trainer = Trainer(config, optax.sgd(1.0), one_device(), LOSS, micro_batches=2)
-        state = trainer.init_state(params, jax.random.PRNGKey(0))
-        return trainer._step.lower(state, trainer.put_batch(random_batch()), ref_params).as_text().count(
-            "stablehlo.while")
-    assert loops(unrolled) == loops(CONFIG) - 3  # the layer loops of the policy's forward and backward and the ref's
+        args = trainer.init_state(params, jax.random.PRNGKey(0)), trainer.put_batch(random_batch()), ref_params
+        loops = trainer._step.lower(*args).as_text().count("stablehlo.while")
+        # what the micro-batch scan takes in: the stacked weights, or the per-layer slices made once before it
+        scan = next(e for e in jax.make_jaxpr(trainer._train_step)(*args).jaxpr.eqns if e.primitive.name == "scan")
+        return loops, [v.aval.shape for v in scan.invars]
+    (scanned_loops, scanned_in), (unrolled_loops, unrolled_in) = traced(CONFIG), traced(unrolled)
+    assert unrolled_loops == scanned_loops - 3  # the layer loops of the policy's forward and backward and the ref's
+    stacked = params["layers"]["w_gate"].shape
+    assert stacked in scanned_in and stacked not in unrolled_in
+    assert unrolled_in.count(stacked[1:]) >= 2 * CONFIG.num_layers  # the policy's and the reference's slices
