@@ -245,9 +245,11 @@ def hidden_states(
         layer = jax.checkpoint(layer, policy=jax.checkpoint_policies.nothing_saveable)
     x = constrain(params["embed"][tokens], "hidden")
     layers = params["layers"]
-    if config.scan_layers and not isinstance(layers, (list, tuple)):
-        return jax.lax.scan(layer, x, layers)[0]
-    for lp in layers if isinstance(layers, (list, tuple)) else split_layers(params)["layers"]:
+    if isinstance(layers, dict):  # stacked: scanned, or split here when unrolled
+        if config.scan_layers:
+            return jax.lax.scan(layer, x, layers)[0]
+        layers = split_layers(params)["layers"]
+    for lp in layers:
         x = layer(x, lp)[0]
     return x
 
