@@ -175,6 +175,50 @@ def test_forward_flops_agrees_with_xla_cost_analysis():
     assert 0.9 * xla < ours <= 1.0 * xla, (ours, xla)
 
 
+def _unfused_dots(fn, *args) -> list[str]:
+    """The dot instructions XLA compiles outside a fusion (on the CPU backend: its generic Eigen dot, not the
+    fused matmul kernels)."""
+    import re
+
+    hlo = jax.jit(fn).lower(*args).compile().as_text()
+    fused = set(re.findall(r"kind=k\w+, calls=%([\w.\-]+)", hlo))
+    found, current = [], None
+    for line in hlo.splitlines():
+        head = re.match(r"(?:ENTRY )?%([\w.\-]+) \(.*\{$", line)
+        if head:
+            current = head.group(1)
+        elif current not in fused and re.search(r"= \S+ dot\(", line):
+            found.append(line.strip()[:120])
+    return found
+
+
+def test_attention_matmuls_compile_as_fused_matmuls_at_decode_and_training_shapes():
+    # The weighted-value dot asked for in the layout that XLA's CPU backend ran as a plain, transposed-operand dot:
+    # ~10x slower at a decode step's shapes. A backend that fuses no matmul at all has nothing to check.
+    from harnessrl_jax.models.llama import _attention
+
+    rng = np.random.default_rng(0)
+    assert not _unfused_dots(lambda x, w: x @ w, jnp.ones((8, 64)), jnp.ones((64, 32))) or pytest.skip(
+        "this backend runs every matmul as a plain dot")
+    config = preset_config("tiny").replace(num_heads=6, num_kv_heads=2)  # grouped: 3 query heads per kv head
+    dh = config.head_dim
+    for t, s, layout in ((1, 64, "bksd"), (16, 16, "bskd")):  # a decode step on a cache layer; a training row
+        q = jnp.asarray(rng.standard_normal((4, t, 6, dh)), jnp.float32)
+        kv_shape = (4, 2, s, dh) if layout == "bksd" else (4, s, 2, dh)
+        k, v = (jnp.asarray(rng.standard_normal(kv_shape), jnp.float32) for _ in range(2))
+        mask = jnp.ones((4, t, s), bool)
+        fn = lambda q, k, v, m, layout=layout: _attention(q, k, v, m, config, kv_layout=layout)  # noqa: E731
+        assert _unfused_dots(fn, q, k, v, mask) == [], layout
+        # and the same values as the attention written out in numpy
+        kk = np.asarray(k if layout == "bskd" else k.swapaxes(1, 2)).repeat(3, axis=2)
+        vv = np.asarray(v if layout == "bskd" else v.swapaxes(1, 2)).repeat(3, axis=2)
+        scores = np.einsum("bthd,bshd->bhts", np.asarray(q), kk) / np.sqrt(dh)
+        probs = np.exp(scores - scores.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        want = np.einsum("bhts,bshd->bthd", probs, vv).reshape(4, t, 6 * dh)
+        np.testing.assert_allclose(fn(q, k, v, mask), want, atol=1e-5, rtol=1e-5)
+
+
 def test_unrolled_layers_compute_the_scanned_forward_without_a_loop():
     from harnessrl_jax.models.llama import split_layers, stack_layers
 

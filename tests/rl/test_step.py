@@ -91,7 +91,10 @@ def assert_trees_close(a, b, atol, rtol=1e-5):
 def assert_metrics_close(a, b, tol):
     assert a.keys() == b.keys()
     for k in a:
-        np.testing.assert_allclose(a[k], b[k], atol=tol, rtol=tol, err_msg=k)
+        # engine_gap_*: the trainer's logprobs minus the engine's, itself float32 rounding of logprobs ~10 in
+        # magnitude (ulp ~1e-6); another summation order moves it by a few ulps.
+        t = max(tol, 1e-5) if k.startswith("engine_gap") else tol
+        np.testing.assert_allclose(a[k], b[k], atol=t, rtol=t, err_msg=k)
 
 
 def test_step_gradient_equals_the_plain_objectives_gradient(params, ref_params, unsharded):
