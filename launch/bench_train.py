@@ -18,11 +18,13 @@ machine as fast as it was then (a shared machine's speed drifts by tens of perce
 gives the median share over the repeats and its range.
 
 The system time and page faults per update show allocation cost: XLA's CPU runtime allocates each call's
-temporaries afresh, glibc maps allocations over 32 MiB straight from the kernel, and faulting gigabytes of fresh
-pages serialises the threads; the script (like every launch script, harnessrl_jax/cli.py) runs with malloc on
-transparent huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1; HARNESSRL_NO_REEXEC=1 to measure without), which
-applies to both implementations alike. A breakdown of the full-batch JAX update (forward, forward + backward, whole
-step) shows where the rest goes. Keep other work off the machine while it runs.
+temporaries afresh, and where glibc maps them straight from the kernel, faulting gigabytes of fresh pages serialises
+the threads. The script, like every launch script, runs with the malloc settings of harnessrl_jax/cli.py, which keep
+freed memory for the next call (HARNESSRL_NO_REEXEC=1, or a GLIBC_TUNABLES of one's own, to measure without); they
+apply to both implementations alike. The JAX variants share one train state (each update takes the state the one
+before left), so the process holds one copy of the weights and AdamW moments however many variants it times. A
+breakdown of the full-batch JAX update (forward, forward + backward, whole step) shows where the rest goes. Keep
+other work off the machine while it runs.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def make_batch(vocab: int, rng):
 class JaxUpdate:
     """This project's train step, plus the forward and forward+backward alone for the breakdown."""
 
-    def __init__(self, config, params, batch, micro_batches=1, scan_layers=True):
+    def __init__(self, config, params, batch, micro_batches=1, scan_layers=True, shared=None):
         import jax
 
         from harnessrl_jax.models.sharding import make_mesh
@@ -85,23 +87,26 @@ class JaxUpdate:
                                LossSettings(kl_coef=0.0, clip_low=CLIP, clip_high=CLIP, temperature=TEMPERATURE),
                                schedule=schedule, micro_batches=micro_batches,
                                completion_len=FLAGS.seq - FLAGS.prompt)
-        self.state = self.trainer.init_state(params, jax.random.PRNGKey(0))
+        # {"state": TrainState}, one for every variant given the same dict (see the module docstring)
+        self.shared = {} if shared is None else shared
+        if "state" not in self.shared:
+            self.shared["state"] = self.trainer.init_state(params, jax.random.PRNGKey(0))
         self.batch = self.trainer.put_batch(batch)
         self._forward = jax.jit(lambda p, b: self.trainer._microbatch_loss(p, None, b))
         grad = jax.value_and_grad(self.trainer._microbatch_loss, has_aux=True)
         self._grad = jax.jit(lambda p, b: grad(p, None, b))
 
     def step(self):
-        self.state, metrics = self.trainer.step(self.state, self.batch)
+        self.shared["state"], metrics = self.trainer.step(self.shared["state"], self.batch)
         metrics["loss"].block_until_ready()
 
     def forward(self):
         import jax
-        jax.block_until_ready(self._forward(self.state.params, self.batch))
+        jax.block_until_ready(self._forward(self.shared["state"].params, self.batch))
 
     def forward_backward(self):
         import jax
-        jax.block_until_ready(self._grad(self.state.params, self.batch))
+        jax.block_until_ready(self._grad(self.shared["state"].params, self.batch))
 
 
 class TorchUpdate:
@@ -177,12 +182,12 @@ def main(argv):
     head = 2 * FLAGS.batch * FLAGS.prompt * config.hidden_size * config.vocab_size
     flops = 3 * (forward_flops(config, FLAGS.batch, FLAGS.seq) - head)
 
-    updates, compile_s = {}, {}
+    updates, compile_s, shared = {}, {}, {}
     for layers in FLAGS.layers:
         for m in map(int, FLAGS.micro_batches):
             name = f"JAX (rl/step.py), {m} micro-batch{'es' if m > 1 else ''}, layers {layers}"
             print(f"compiling {name} ({FLAGS.batch} x {FLAGS.seq} tokens) ...", flush=True)
-            updates[name] = JaxUpdate(config, params, batch, m, scan_layers=layers == "scan")
+            updates[name] = JaxUpdate(config, params, batch, m, scan_layers=layers == "scan", shared=shared)
             compile_s[name] = _time(updates[name].step)[0]
     if FLAGS.torch:
         updates["PyTorch (transformers, TRL's loss)"] = TorchUpdate(batch)

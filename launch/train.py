@@ -51,7 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harnessrl_jax import cli  # noqa: E402
 
-cli.reexec_with_huge_pages(__name__ == "__main__")  # before jax is imported (harnessrl_jax.cli's docstring)
+cli.reexec_with_malloc_tunables(__name__ == "__main__")  # before jax is imported (harnessrl_jax.cli's docstring)
 
 import jax  # noqa: E402
 from absl import app, flags, logging  # noqa: E402

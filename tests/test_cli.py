@@ -1,0 +1,48 @@
+"""The launch scripts' malloc settings (harnessrl_jax/cli.py): a script run directly re-executes itself with them, and
+glibc then serves large blocks, from any thread, out of the main heap, where freed memory stays for the next call."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from harnessrl_jax import cli
+
+SCRIPT = textwrap.dedent("""
+    import ctypes, os, threading
+    from harnessrl_jax import cli
+    cli.reexec_with_malloc_tunables(True)
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    blocks = [libc.malloc(256 << 20)]  # an XLA temporary's size class, from the main thread ...
+    worker = threading.Thread(target=lambda: blocks.append(libc.malloc(256 << 20)))  # ... and from another
+    worker.start(), worker.join()
+    heap = [[int(x, 16) for x in line.split()[0].split("-")] for line in open("/proc/self/maps")
+            if line.rstrip().endswith("[heap]")]  # one region per page size with huge pages
+    print(os.environ.get("GLIBC_TUNABLES"), *(any(lo <= b < hi for lo, hi in heap) for b in blocks))
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc tunables")
+def test_a_launch_script_reexecutes_with_the_malloc_tunables_and_glibc_applies_them(tmp_path):
+    script = tmp_path / "launch_me.py"
+    script.write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "HARNESSRL_NO_REEXEC", cli.REEXECUTED)}
+
+    def run(**extra) -> list[str]:
+        out = subprocess.run([sys.executable, str(script)], env={**env, **extra}, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    # re-executed once with the tunables: both blocks in the main heap (mmap_max=0, arena_max=1)
+    assert run() == [cli.MALLOC_TUNABLES, "True", "True"]
+    # without them, glibc maps blocks this large from the kernel, from either thread
+    assert run(HARNESSRL_NO_REEXEC="1") == ["None", "False", "False"]
+    # a user's own GLIBC_TUNABLES are kept as they are
+    assert run(GLIBC_TUNABLES="glibc.malloc.check=0") == ["glibc.malloc.check=0", "False", "False"]
