@@ -10,9 +10,10 @@ tunables (MALLOC_TUNABLES below; glibc reads them only at process start):
   - glibc.malloc.hugetlb=1 (glibc >= 2.35): transparent huge pages for what it maps, 512x fewer faults;
   - mmap_max=0, arena_max=1, trim_threshold=1 TiB: every block comes from the main heap (no per-thread arenas,
     which would map large blocks anyway) and freed memory is kept for the next call instead of being handed back,
-    so a train step's temporaries are faulted in once per process, not once per call. The heap then stays at its
-    high-water mark, which peak resident memory counts anyway (launch/bench_step.py: 4.84-4.86 GB against
-    4.86-4.92 GB without these three; the CPU default's train stage ~12% faster).
+    so a train step's temporaries are faulted in once per process, not once per call (the CPU default's train
+    stage ~12% faster in launch/bench_step.py). The heap then stays at its high-water mark: the CPU default's peak
+    resident memory did not grow in bench_step, but a process that runs many programs with large temporaries one
+    after another keeps room for each (launch/bench_train.py's four variants: ~16 GB).
 So a launch script run directly re-executes itself once with GLIBC_TUNABLES set, before anything else runs, on Linux
 where the variable is not already set. HARNESSRL_NO_REEXEC=1, or any GLIBC_TUNABLES of one's own, turns that off."""
 
@@ -56,7 +57,7 @@ def reexec_with_malloc_tunables(script_is_main: bool) -> None:
 
 def run(main: Callable[[list[str]], object]) -> None:
     """absl.app.run(main), with USER_ERRORS reported by `report` and exit code 2 (a script run directly first
-    re-executes itself with malloc on transparent huge pages: see the module docstring)."""
+    re-executes itself with the malloc settings of the module docstring)."""
     from absl import app
 
     reexec_with_malloc_tunables(getattr(main, "__module__", None) == "__main__")

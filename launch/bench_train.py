@@ -17,14 +17,15 @@ first repeat and after each: each repeat's update is set against the faster of t
 machine as fast as it was then (a shared machine's speed drifts by tens of percent within minutes), and the table
 gives the median share over the repeats and its range.
 
-The system time and page faults per update show allocation cost: XLA's CPU runtime allocates each call's
-temporaries afresh, and where glibc maps them straight from the kernel, faulting gigabytes of fresh pages serialises
-the threads. The script, like every launch script, runs with the malloc settings of harnessrl_jax/cli.py, which keep
+The system time and page faults per update show allocation cost: XLA's CPU runtime allocates each call's temporaries
+afresh, and where glibc maps them straight from the kernel, faulting gigabytes of fresh pages serialises the
+threads. The script, like every launch script, runs with the malloc settings of harnessrl_jax/cli.py, which keep
 freed memory for the next call (HARNESSRL_NO_REEXEC=1, or a GLIBC_TUNABLES of one's own, to measure without); they
 apply to both implementations alike. The JAX variants share one train state (each update takes the state the one
-before left), so the process holds one copy of the weights and AdamW moments however many variants it times. A
-breakdown of the full-batch JAX update (forward, forward + backward, whole step) shows where the rest goes. Keep
-other work off the machine while it runs.
+before left), so the process holds one copy of the weights and AdamW moments however many variants it times; each
+variant's temporaries stay on the heap, though (~16 GB for the default four variants: time fewer where memory is
+short). A breakdown of the full-batch JAX update (forward, forward + backward, whole step) shows where the rest
+goes. Keep other work off the machine while it runs.
 """
 
 from __future__ import annotations
