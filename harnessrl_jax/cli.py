@@ -12,10 +12,13 @@ tunables (MALLOC_TUNABLES below; glibc reads them only at process start):
     which would map large blocks anyway) and freed memory is kept for the next call instead of being handed back,
     so a train step's temporaries are faulted in once per process, not once per call (the CPU default's train
     stage ~12% faster in launch/bench_step.py). The heap then stays at its high-water mark: the CPU default's peak
-    resident memory did not grow in bench_step, but a process that runs many programs with large temporaries one
-    after another keeps room for each (launch/bench_train.py's four variants: ~16 GB).
-So a launch script run directly re-executes itself once with GLIBC_TUNABLES set, before anything else runs, on Linux
-where the variable is not already set. HARNESSRL_NO_REEXEC=1, or any GLIBC_TUNABLES of one's own, turns that off."""
+    resident memory did not grow in bench_step and grew 0.3-0.4 GB in the warm 12-step demo, and a process that runs
+    many programs with large temporaries one after another keeps room for each (launch/bench_train.py's four
+    variants: ~16 GB).
+On a host with an accelerator (JAX_PLATFORMS naming one, or else a GPU or TPU device file) XLA's temporaries live
+on the device, so only the first applies there (HUGE_PAGES), and host threads keep their own malloc arenas. A launch
+script run directly re-executes itself once with GLIBC_TUNABLES set, before anything else runs, on Linux where the
+variable is not already set. HARNESSRL_NO_REEXEC=1, or any GLIBC_TUNABLES of one's own, turns that off."""
 
 from __future__ import annotations
 
@@ -38,21 +41,34 @@ def report(error: BaseException) -> None:
     print(f"error: {error}", file=sys.stderr, flush=True)
 
 
-MALLOC_TUNABLES = ("glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:"
-                   "glibc.malloc.trim_threshold=1099511627776")
+HUGE_PAGES = "glibc.malloc.hugetlb=1"
+MALLOC_TUNABLES = f"{HUGE_PAGES}:glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold={1 << 40}"
+ACCELERATOR_FILES = ("/dev/nvidia0", "/dev/kfd", "/dev/accel0")  # NVIDIA, AMD, TPU
 REEXECUTED = "HARNESSRL_REEXECUTED"  # set on the re-executed process: GLIBC_TUNABLES is ours, not the user's
 
 
+def malloc_tunables() -> str:
+    """MALLOC_TUNABLES where XLA computes on the host's CPU, HUGE_PAGES where it has an accelerator (module
+    docstring); decided before jax is imported, from JAX_PLATFORMS when set, else from the device files."""
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip()
+    if platforms:
+        accelerator = platforms.split(",")[0].strip().lower() != "cpu"
+    else:
+        accelerator = any(os.path.exists(f) for f in ACCELERATOR_FILES)
+    return HUGE_PAGES if accelerator else MALLOC_TUNABLES
+
+
 def reexec_with_malloc_tunables(script_is_main: bool) -> None:
-    """Re-executes this launch script with GLIBC_TUNABLES=MALLOC_TUNABLES (see the module docstring), only when it
-    runs as the main program (`script_is_main`; not a test calling its main). A script that imports jax at its top
-    calls this before, so nothing is imported twice."""
+    """Re-executes this launch script with GLIBC_TUNABLES=malloc_tunables() (see the module docstring), only when
+    it runs as the main program (`script_is_main`; not a test calling its main). A script that imports jax at its
+    top calls this before, so nothing is imported twice."""
     if (not script_is_main or not sys.platform.startswith("linux") or "GLIBC_TUNABLES" in os.environ
             or os.environ.get("HARNESSRL_NO_REEXEC") or not sys.argv or not os.path.isfile(sys.argv[0])):
         return
+    tunables = malloc_tunables()
     sys.stdout.flush(), sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, *sys.argv],
-              {**os.environ, "GLIBC_TUNABLES": MALLOC_TUNABLES, REEXECUTED: MALLOC_TUNABLES})
+              {**os.environ, "GLIBC_TUNABLES": tunables, REEXECUTED: tunables})
 
 
 def run(main: Callable[[list[str]], object]) -> None:

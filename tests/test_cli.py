@@ -1,5 +1,6 @@
 """The launch scripts' malloc settings (harnessrl_jax/cli.py): a script run directly re-executes itself with them, and
-glibc then serves large blocks, from any thread, out of the main heap, where freed memory stays for the next call."""
+glibc then serves large blocks, from any thread, out of the main heap, where freed memory stays for the next call;
+on an accelerator host, huge pages only."""
 
 from __future__ import annotations
 
@@ -32,7 +33,10 @@ SCRIPT = textwrap.dedent("""
 def test_a_launch_script_reexecutes_with_the_malloc_tunables_and_glibc_applies_them(tmp_path):
     script = tmp_path / "launch_me.py"
     script.write_text(SCRIPT)
-    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "HARNESSRL_NO_REEXEC", cli.REEXECUTED)}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GLIBC_TUNABLES", "HARNESSRL_NO_REEXEC", cli.REEXECUTED, "JAX_PLATFORMS")}
+    if any(os.path.exists(f) for f in cli.ACCELERATOR_FILES):
+        env["JAX_PLATFORMS"] = "cpu"  # XLA on this host's CPU, whatever else it has
 
     def run(**extra) -> list[str]:
         out = subprocess.run([sys.executable, str(script)], env={**env, **extra}, capture_output=True, text=True,
@@ -46,3 +50,5 @@ def test_a_launch_script_reexecutes_with_the_malloc_tunables_and_glibc_applies_t
     assert run(HARNESSRL_NO_REEXEC="1") == ["None", "False", "False"]
     # a user's own GLIBC_TUNABLES are kept as they are
     assert run(GLIBC_TUNABLES="glibc.malloc.check=0") == ["glibc.malloc.check=0", "False", "False"]
+    # XLA on an accelerator: huge pages only, large blocks mapped as glibc does by default
+    assert run(JAX_PLATFORMS="cuda,cpu") == [cli.HUGE_PAGES, "False", "False"]
