@@ -5,6 +5,7 @@ on an accelerator host, huge pages only."""
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 import textwrap
@@ -29,7 +30,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc tunables")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's tunables")
 def test_a_launch_script_reexecutes_with_the_malloc_tunables_and_glibc_applies_them(tmp_path):
     script = tmp_path / "launch_me.py"
     script.write_text(SCRIPT)
