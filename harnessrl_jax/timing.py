@@ -1,9 +1,12 @@
-"""Timing for the benchmark scripts (launch/bench_*.py): the median of repeated calls, and the machine's float32
-matmul rate that their tables state throughput against; XLA compile time as a run's start-up record counts it; and
-the process's peak resident memory, which a run logs every step."""
+"""Timing for the benchmark scripts (launch/bench_*.py): the median of repeated calls; the machine's float32 matmul
+rate and memory read bandwidth, which their tables state throughput against and a recorded baseline is tagged with
+(`machine`); XLA compile time as a run's start-up record counts it; and the process's peak resident memory, which a
+run logs every step."""
 
 from __future__ import annotations
 
+import os
+import platform
 import resource
 import statistics
 import sys
@@ -38,6 +41,48 @@ def matmul_rate(n: int = 2048, repeats: int = 5) -> float:
     b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32)
     mm = jax.jit(lambda a, b: a @ b)
     return 2 * n**3 / median_time(lambda: mm(a, b).block_until_ready(), repeats)
+
+
+def read_bandwidth(gib: int = 1, repeats: int = 5) -> float:
+    """Bytes per second of a streaming read: the median time of summing a `gib` GiB float32 array (jitted)."""
+    import jax
+    import jax.numpy as jnp
+
+    x = jnp.ones((gib << 28,), jnp.float32)
+    total = jax.jit(jnp.sum)
+    return x.nbytes / median_time(lambda: total(x).block_until_ready(), repeats)
+
+
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it ('model name' in /proc/cpuinfo), else platform.processor()."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict:
+    """What a benchmark's times depend on, measured now: CPU model, cores, float32 matmul GFLOP/s, read GB/s."""
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "matmul_gflops": round(matmul_rate() / 1e9, 1),
+            "read_gbs": round(read_bandwidth() / 1e9, 1)}
+
+
+def machine_differences(recorded: dict | None, now: dict, tolerance: float = 0.15) -> list[str]:
+    """How the machine a baseline was recorded on differs from this one: another CPU model or core count, or a
+    matmul rate or read bandwidth more than `tolerance` (relative) away. A baseline without a record differs."""
+    if not recorded:
+        return ["the baseline does not record its machine"]
+    out = [f"{key} {recorded.get(key)!r} there, {now[key]!r} here" for key in ("cpu", "cores")
+           if recorded.get(key) != now[key]]
+    for key, unit in (("matmul_gflops", "GFLOP/s"), ("read_gbs", "GB/s")):
+        there = recorded.get(key)
+        if not there or abs(now[key] / there - 1) > tolerance:
+            out.append(f"{key.split('_')[0]} {there} {unit} there, {now[key]} here")
+    return out
 
 
 # JAX's monitoring event names (jax._src.dispatch.BACKEND_COMPILE_EVENT, jax._src.compiler): one XLA compile or

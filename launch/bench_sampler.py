@@ -26,7 +26,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from absl import flags
 
 from harnessrl_jax import cli  # noqa: E402
-from harnessrl_jax.timing import matmul_rate, median_time  # noqa: E402
+from harnessrl_jax.timing import cpu_model, matmul_rate, median_time, read_bandwidth  # noqa: E402
 
 flags.DEFINE_list("batches", ["8", "32"], "Batch sizes (prompts decoded together).")
 flags.DEFINE_list("modes", ["greedy", "sample"], "greedy (argmax) and/or sample (temperature 1).")
@@ -110,8 +110,8 @@ def main(argv):
     fwd_s = median_time(lambda: fwd(config, params, tokens).block_until_ready(), FLAGS.repeats, warmup=False)
 
     print(f"\nDecode throughput, SmolLM2-135M-Instruct float32, {n_new} new tokens per row, prefill included, CPU "
-          f"({os.cpu_count()} cores, memory read bandwidth {bandwidth / 1e9:.1f} GB/s); baseline: transformers "
-          f"{__import__('transformers').__version__} generate")
+          f"({cpu_model()}, {os.cpu_count()} cores, memory read bandwidth {bandwidth / 1e9:.1f} GB/s); baseline: "
+          f"transformers {__import__('transformers').__version__} generate")
     print("| mode | batch | JAX engine tok/s | transformers tok/s | JAX / transformers | bandwidth bound tok/s "
           "| JAX / bound | transformers / bound |")
     print("|---|---|---|---|---|---|---|---|")
@@ -131,16 +131,6 @@ def seconds(fn) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
-
-
-def read_bandwidth(gib: int = 1, repeats: int = 5) -> float:
-    """Bytes per second of a streaming read: the median time of summing a `gib` GiB float32 array (jitted)."""
-    import jax
-    import jax.numpy as jnp
-
-    x = jnp.ones((gib << 28,), jnp.float32)
-    total = jax.jit(jnp.sum)
-    return x.nbytes / median_time(lambda: total(x).block_until_ready(), repeats)
 
 
 if __name__ == "__main__":

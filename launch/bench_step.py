@@ -13,9 +13,11 @@ moment step 1's metrics line appears minus that step's time. Peak memory is the 
 (wait4's ru_maxrss), the number `make demo`'s users see.
 
 The baseline (launch/bench_step_baseline.json) is the same benchmark run on the code before the performance work
-of the train step, the sampler and the harness step (`--repo` at that commit, `--record`), on this machine class
-(2 CPU cores); the table prints both and the ratio, and a one-line verdict, so a regression shows. Figures from
-another machine compare only with a baseline recorded there. Keep other work off the machine while it runs.
+of the train step, the sampler and the harness step (`--repo` at that commit, b22c96a, `--record`); the table prints
+both and the ratio, and a one-line verdict, so a regression shows. Figures from another machine compare only with a
+baseline recorded there: the record carries its machine (CPU model, cores, float32 matmul rate, memory read
+bandwidth, measured after the runs), and the verdict says so when this machine differs (another CPU or core count,
+or a rate 15% away). Keep other work off the machine while it runs.
 """
 
 from __future__ import annotations
@@ -148,6 +150,7 @@ def main(argv):
               f"(ETA {done / (i + 1) * (FLAGS.repeats - i - 1):.0f}s)", flush=True)
     now = summarise(runs)
     now["command"] = " ".join(train_command("<repo>", "<workdir>", FLAGS.steps)[1:])
+    now["machine"] = timing.machine()  # after the runs: this process holds nothing while they run
     if FLAGS.record:
         with open(FLAGS.record, "w") as f:
             json.dump(now, f, indent=1)
@@ -167,6 +170,11 @@ def main(argv):
     print(f"\nOne HarnessRL step of the CPU default (smollm2_cpu.py:method=harnessrl, 8 medical tasks, {FLAGS.steps} "
           f"steps per run, {FLAGS.repeats} runs; median [min, max]; seconds unless marked) on {os.cpu_count()} "
           "cores; baseline: " + (f"{FLAGS.baseline}" if base else "none"))
+    differences = timing.machine_differences(base.get("machine"), now["machine"]) if base else []
+    for label, record in (("baseline's machine", (base or {}).get("machine")), ("this machine", now["machine"])):
+        if record:
+            print(f"{label}: {record['cpu']}, {record['cores']} cores, float32 matmul {record['matmul_gflops']} "
+                  f"GFLOP/s, memory read {record['read_gbs']} GB/s")
     print("| figure | baseline | now | now / baseline |")
     print("|---|---|---|---|")
     for name, key in rows:
@@ -181,6 +189,9 @@ def main(argv):
         verdict = (f"steady step {base['steady_step_s']['median'] / steady:.2f}x the baseline's speed, startup "
                    f"{base['startup_s']['median'] / now['startup_s']['median']:.2f}x, peak memory "
                    f"{peak / base['peak_rss_gb']['median']:.2f}x the baseline's; " + verdict)
+        if differences:
+            verdict = ("the baseline was recorded on another machine (" + "; ".join(differences) + "), so its ratios "
+                       "do not compare like with like: re-record it here (--repo at its commit, --record); " + verdict)
     print("\nverdict: " + verdict)
 
 

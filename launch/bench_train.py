@@ -41,7 +41,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 from absl import flags
 
 from harnessrl_jax import cli  # noqa: E402
-from harnessrl_jax.timing import matmul_rate  # noqa: E402
+from harnessrl_jax.timing import cpu_model, matmul_rate, median_time  # noqa: E402
 
 flags.DEFINE_integer("batch", 16, "Sequences per update.")
 flags.DEFINE_integer("seq", 128, "Tokens per sequence.")
@@ -214,11 +214,15 @@ def main(argv):
     import jax
     import torch
     import transformers
-    print(f"\nOne GRPO update, SmolLM2-135M-Instruct, {FLAGS.batch} x {FLAGS.seq} tokens, CPU ({os.cpu_count()} "
-          f"cores); jax {jax.__version__} ({FLAGS.compute_dtype}), torch {torch.__version__} + transformers "
-          f"{transformers.__version__} (float32); {flops / 1e12:.2f} TFLOP per update (3 x forward, matmuls); "
+    torch_peak = torch_matmul_rate() if FLAGS.torch else None
+    print(f"\nOne GRPO update, SmolLM2-135M-Instruct, {FLAGS.batch} x {FLAGS.seq} tokens, CPU ({cpu_model()}, "
+          f"{os.cpu_count()} cores); jax {jax.__version__} ({FLAGS.compute_dtype}), torch {torch.__version__} + "
+          f"transformers {transformers.__version__} (float32); {flops / 1e12:.2f} TFLOP per update (3 x forward, "
+          "matmuls); "
           f"float32 matmul peak {statistics.median(peaks) / 1e9:.1f} GFLOP/s [{min(peaks) / 1e9:.1f}, "
-          f"{max(peaks) / 1e9:.1f}] in {len(peaks)} measurements (2048^3, jitted); "
+          f"{max(peaks) / 1e9:.1f}] in {len(peaks)} measurements (2048^3, jitted)"
+          + (f", PyTorch's on the same product {torch_peak / 1e9:.1f} GFLOP/s (the libraries' matmuls differ by "
+             f"{torch_peak / statistics.median(peaks):.2f}x)" if torch_peak else "") + "; "
           f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '(unset)')}")
     print("| implementation | s / update (best) | tokens/s | GFLOP/s | share of matmul peak, median [min, max] "
           "| system s | page faults |")
@@ -246,6 +250,15 @@ def main(argv):
     if FLAGS.torch:
         verdict += f" and {torch_s / best[fastest]:.2f}x the PyTorch update (target 1.25x)"
     print("\nverdict: " + verdict)
+
+
+def torch_matmul_rate(n: int = 2048, repeats: int = 5) -> float:
+    """PyTorch's float32 FLOP/s on the product timing.matmul_rate times, so the table shows how far the two
+    libraries' matmuls (XLA's against PyTorch's BLAS) differ on this CPU."""
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return 2 * n**3 / median_time(lambda: torch.mm(a, b), repeats)
 
 
 if __name__ == "__main__":
