@@ -17,7 +17,8 @@ of the train step, the sampler and the harness step (`--repo` at that commit, b2
 both and the ratio, and a one-line verdict, so a regression shows. Figures from another machine compare only with a
 baseline recorded there: the record carries its machine (CPU model, cores, float32 matmul rate, memory read
 bandwidth, measured after the runs), and the verdict says so when this machine differs (another CPU or core count,
-or a rate 15% away). Keep other work off the machine while it runs.
+or a rate 25% away; the same machine's rates vary by up to ~20% between runs). Keep other work off the machine
+while it runs.
 """
 
 from __future__ import annotations
