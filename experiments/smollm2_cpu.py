@@ -41,8 +41,11 @@ def get_config(arg=None):
     # guidance fill about half of it. One compile per width seen.
     c.train_seq_bucket = 64
     c.mesh.num_devices = 1
-    # The critic's one-task rounds pad to the rollouts' two prompts and reuse their compiled sampler: ~0.1 s more
-    # per such call, against a batch-1 program's own compile (~2 s) in every process that has not cached it.
+    # The critic's one-task rounds pad to the rollouts' two prompts and reuse their compiled sampler, against a
+    # batch-1 program's own compile (~2 s) in every process that has not cached it. What the padding costs depends
+    # on the CPU: ~0.1 s per such call on one 2-core machine, 0.9 s on another (an Intel Xeon with AMX: a 247-token
+    # prompt, n = 4, 48 tokens, 3.87 s padded against 2.97 s). launch/bench_step.py, which compiles from scratch,
+    # still measured the padding faster on both.
     c.rollout.min_batch = c.tasks_per_step
     c.checkpoint.every = 5
     # A <criterion> and a <critique> take ~60 SmolLM2 tokens, a <reference> of two examples up to ~150 (cut to fit).
