@@ -32,11 +32,11 @@ demo: $(STAMP)
 # cores where one does not. malloc on transparent huge pages, as the launch scripts run (harnessrl_jax/cli.py): far
 # fewer page faults.
 test: $(STAMP)
-	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 tests
+	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 --dist loadgroup tests
 
 # The same suite without the end-to-end tests marked slow.
 test-fast: $(STAMP)
-	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 -m "not slow" tests
+	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow" tests
 
 clean:
 	rm -rf $(VENV) *.egg-info

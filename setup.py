@@ -50,7 +50,9 @@ setup(
             "torch==2.13.0",
             "transformers>=4.50",
             "accelerate>=1.0",
-            "pytest>=8",
+            # pytest 9.2 moved a node's id to `_id`, and pytest-xdist 3.8 (the newest) still renames `_nodeid`, so
+            # `--dist loadgroup` silently stops grouping: `make test` relies on it (tests/conftest.py).
+            "pytest>=8,<9.2",
             "pytest-xdist>=3.5",  # `make test` runs the suite on two workers
             "hypothesis>=6.100",
             # A real OpenAI-compatible server for the HTTP judge tests (compiles llama.cpp, ~5 minutes).

@@ -37,6 +37,30 @@ def pytest_configure(config):
                             "skips them")
 
 
+# Session fixtures that cost tens of seconds (a real model loaded, a model server started, a run trained). Under
+# pytest-xdist each worker builds its own copy of a session fixture, so the tests that use one (or share a test with
+# one that does) are kept on one worker (`make test` runs `--dist loadgroup`) and each is built once per run.
+SHARED_FIXTURES = ("smollm2", "hf_smollm2", "llama_server", "letters_run", "harnessrl_run")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the marks
+def pytest_collection_modifyitems(config, items):
+    parent = {name: name for name in SHARED_FIXTURES}
+
+    def root(name):
+        while parent[name] != name:
+            name = parent[name]
+        return name
+
+    uses = [[f for f in SHARED_FIXTURES if f in item.fixturenames] for item in items]
+    for names in uses:
+        for other in names[1:]:
+            parent[root(other)] = root(names[0])
+    for item, names in zip(items, uses):
+        if names:
+            item.add_marker(pytest.mark.xdist_group(root(names[0])))
+
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -43,10 +43,15 @@ def test_greedy_matches_transformers_generate(engine, hf_smollm2):
         assert out.texts[i] == hf_tok.decode(ref, skip_special_tokens=True)
 
 
-def _recomputed_logprobs(config, params, prompt, completion, temperature):
-    logits = forward(config, params, jnp.asarray([prompt + completion]))[0]
-    logp = jax.nn.log_softmax(logits / temperature, axis=-1)
-    return np.asarray([logp[len(prompt) - 1 + j, t] for j, t in enumerate(completion)])
+def _recomputed_logprobs(config, params, sequences, temperature):
+    """Each (prompt, completion)'s completion logprobs from one full forward over all of them, right-padded to a
+    common length (causal: the padding after a row changes none of its logits)."""
+    width = max(len(p) + len(c) for p, c in sequences)
+    ids = np.zeros((len(sequences), width), np.int32)
+    for i, (p, c) in enumerate(sequences):
+        ids[i, :len(p) + len(c)] = p + c
+    logp = np.asarray(jax.nn.log_softmax(forward(config, params, jnp.asarray(ids)) / temperature, axis=-1))
+    return [logp[i, len(p) - 1 + np.arange(len(c)), c] for i, (p, c) in enumerate(sequences)]
 
 
 def test_sampled_logprobs_equal_a_full_forward_recomputation(engine, smollm2):
@@ -54,9 +59,10 @@ def test_sampled_logprobs_equal_a_full_forward_recomputation(engine, smollm2):
     prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=True) for q in QUESTIONS]
     out = engine.generate(prompts, n=2, max_new_tokens=24, temperature=0.8, top_p=0.95, seed=7)
     assert out.tokens.shape == (6, 24) and list(out.prompt_index) == [0, 0, 1, 1, 2, 2]
-    for row in range(out.num_samples):
-        completion = out.completion(row)
-        ref = _recomputed_logprobs(config, params, prompts[out.prompt_index[row]], completion, 0.8)
+    completions = [out.completion(row) for row in range(out.num_samples)]
+    refs = _recomputed_logprobs(config, params, [(prompts[out.prompt_index[row]], completions[row])
+                                                 for row in range(out.num_samples)], 0.8)
+    for row, (completion, ref) in enumerate(zip(completions, refs)):
         np.testing.assert_allclose(out.logprobs[row, : len(completion)], ref, atol=1e-4)
         assert np.all(out.logprobs[row, len(completion):] == 0)
         assert np.all(out.tokens[row, len(completion):] == engine.pad_id)
