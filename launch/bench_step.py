@@ -65,15 +65,6 @@ def train_command(repo: str, workdir: str, steps: int) -> list[str]:
             *(f"--config.{o.removeprefix('--config.')}" for o in FLAGS.override)]
 
 
-def user_environment() -> dict[str, str]:
-    """The environment a user's train.py starts in: without the GLIBC_TUNABLES this script was itself re-executed
-    with (harnessrl_jax/cli.py), so a checkout from before that re-execution runs as its users ran it."""
-    env = dict(os.environ)
-    if env.pop(cli.REEXECUTED, None) is not None:
-        env.pop("GLIBC_TUNABLES", None)
-    return env
-
-
 def one_run(repo: str, steps: int) -> dict:
     """Runs train.py once; its startup, per-step stage times and peak resident memory."""
     workdir = tempfile.mkdtemp(prefix="bench_step_")
@@ -82,7 +73,7 @@ def one_run(repo: str, steps: int) -> dict:
         with open(os.path.join(workdir, "train.log"), "w") as log:
             start = time.perf_counter()
             pid = subprocess.Popen(train_command(repo, workdir, steps), cwd=repo, stdout=log, stderr=subprocess.STDOUT,
-                                   env=user_environment()).pid
+                                   env=cli.user_environment()).pid
             first_line_at = None
             while True:  # reaped with wait4, which also gives the child's own peak resident memory
                 done, status, usage = os.wait4(pid, os.WNOHANG)

@@ -21,9 +21,10 @@ when `train` is called as a function), `compile_s` (XLA compile seconds, persist
 `train` through the first step; tracing and lowering not counted), `first_step_compile_s` (the part of compile_s
 inside the first step), `first_step_s` (the first step's wall time, compiles and all), and `total_s` = imports_s + the
 time to the first step + first_step_compile_s: what a user waits before the run trains at speed. Also `compiles`
-(programs compiled or loaded), `compile_cache` (the --compilation_cache directory, or null) and `compile_cache_hits`,
-and `start_step` (0, or the step resumed from). With --compilation_cache (on by default, under
-~/.cache/harnessrl_jax/xla or $JAX_COMPILATION_CACHE_DIR) a run whose programs were compiled before loads them.
+(programs compiled or loaded), `compile_cache` (the --compilation_cache directory, or null), `compile_cache_hits`,
+`xla_flags` (the XLA_FLAGS compiled with, harnessrl_jax/cli.py's included) and `start_step` (0, or the step resumed
+from). With --compilation_cache (on by default, under ~/.cache/harnessrl_jax/xla or $JAX_COMPILATION_CACHE_DIR) a
+run whose programs were compiled before loads them.
 
 Failures (harnessrl_jax.failures). An unwritable or nearly full workdir is an error before any model loads. A
 damaged or partial newest checkpoint is named in one line and set aside, and the run resumes from the newest intact
@@ -198,6 +199,7 @@ class Startup:
             "compiles": self.compiles.compiles,
             "compile_cache": jax.config.jax_compilation_cache_dir,
             "compile_cache_hits": self.compiles.cache_hits,
+            "xla_flags": os.environ.get("XLA_FLAGS", ""),  # what XLA compiled with (harnessrl_jax/cli.py adds some)
             "start_step": step,
         }
 

@@ -1,5 +1,5 @@
 """Shared fixtures. XLA_FLAGS must be set before jax is first imported: 8 fake CPU devices for sharding tests, and
-the older CPU fusion emitters where the installed jaxlib has them (`_xla_flags`).
+the launch scripts' own XLA flags (`_xla_flags`).
 
 Compiled programs are cached on disk (`.pytest_cache/xla`, through JAX's persistent compilation cache, inherited by
 the launch scripts the tests start as subprocesses), so a shape compiled once is not compiled again by a later
@@ -12,22 +12,18 @@ setup.py's `dev` extra.
 """
 
 import os
-import subprocess
 import sys
 
 
 def _xla_flags() -> str:
-    """8 fake CPU devices for the sharding tests; and XLA's CPU backend on its older fusion emitters where this
-    jaxlib still has them (`--xla_cpu_use_fusion_emitters=false`). About half the suite's time is XLA compiling ~2,500
-    programs, and on jaxlib 0.10 the older emitters compile a tiny config's train step in 2.3 s instead of 3.1, a
-    tiny train.py run starts in 10.4 s instead of 15.3, and the real-model sampler and train step ran no slower. XLA
-    aborts on a flag it does not know, so a later jaxlib without this one is probed for (once, by the first process:
-    pytest-xdist's workers inherit the result)."""
-    devices = "--xla_force_host_platform_device_count=8"
-    older = devices + " --xla_cpu_use_fusion_emitters=false"
-    probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], capture_output=True,
-                           env={**os.environ, "XLA_FLAGS": older, "JAX_PLATFORMS": "cpu"})
-    return older if probe.returncode == 0 else devices
+    """8 fake CPU devices for the sharding tests, and the launch scripts' own XLA flags (harnessrl_jax/cli.py: XLA's
+    older CPU fusion emitters on the jaxlib versions they were measured on), so the tests compile what the launch
+    scripts run. About half the suite's time is XLA compiling ~2,500 programs; on jaxlib 0.10 the older emitters
+    compile a tiny config's train step in 2.3 s instead of 3.1 and start a tiny train.py run in 10.4 s instead of
+    15.3."""
+    from harnessrl_jax import cli
+
+    return f"--xla_force_host_platform_device_count=8 {cli.default_xla_flags()}".strip()
 
 
 if "XLA_FLAGS" not in os.environ:
@@ -42,6 +38,7 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 import dataclasses  # noqa: E402
 import importlib.util  # noqa: E402
 import socket  # noqa: E402
+import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 

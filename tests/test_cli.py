@@ -53,3 +53,29 @@ def test_a_launch_script_reexecutes_with_the_malloc_tunables_and_glibc_applies_t
     assert run(GLIBC_TUNABLES="glibc.malloc.check=0") == ["glibc.malloc.check=0", "False", "False"]
     # XLA on an accelerator: huge pages only, large blocks mapped as glibc does by default
     assert run(JAX_PLATFORMS="cuda,cpu") == [cli.HUGE_PAGES, "False", "False"]
+
+
+def test_xla_flags_are_added_once_only_on_measured_jaxlibs_and_taken_back_out_for_a_users_run(monkeypatch):
+    from importlib import metadata
+
+    monkeypatch.delenv(cli.XLA_ADDED, raising=False)
+    monkeypatch.setattr(metadata, "version", lambda name: "0.10.2")
+    assert cli.default_xla_flags() == cli.OLDER_FUSION_EMITTERS
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    cli.add_xla_flags()
+    cli.add_xla_flags()  # named already: not added twice
+    assert os.environ["XLA_FLAGS"] == f"--xla_force_host_platform_device_count=2 {cli.OLDER_FUSION_EMITTERS}"
+    # a child that must start as a user's would (bench_step on an older checkout) gets the user's flags back
+    assert cli.user_environment()["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+    monkeypatch.delenv("XLA_FLAGS")
+    monkeypatch.delenv(cli.XLA_ADDED)
+    cli.add_xla_flags()
+    assert "XLA_FLAGS" not in cli.user_environment()
+    # the user's own setting of the option is kept
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+    monkeypatch.delenv(cli.XLA_ADDED)
+    cli.add_xla_flags()
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_use_fusion_emitters=true" and cli.XLA_ADDED not in os.environ
+    # a jaxlib it was not measured on (XLA aborts on a flag it does not know) gets none
+    monkeypatch.setattr(metadata, "version", lambda name: "0.11.0")
+    assert cli.default_xla_flags() == ""

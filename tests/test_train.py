@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from harnessrl_jax import cli
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEARNING_STEPS = 30
 
@@ -33,6 +35,7 @@ def read_startup(workdir):
     assert startup["total_s"] >= startup["imports_s"] + startup["weights_s"] + startup["tokenizer_s"] + \
         startup["build_s"] - 1e-2, startup  # each value rounded to 1 ms
     assert 0 <= startup["compile_cache_hits"] <= startup["compiles"]
+    assert cli.default_xla_flags() in startup["xla_flags"], startup  # the launch scripts' XLA flags
     return startup
 
 
