@@ -31,6 +31,7 @@ import re
 import shutil
 import sys
 import time
+import warnings
 from typing import Any
 
 import jax
@@ -117,7 +118,11 @@ def _quiet():
         time.sleep(_SETTLE_S)
         raise
     finally:
-        gc.collect()  # the abandoned coroutines and tasks report now, while nothing is printed
+        # The abandoned coroutines and tasks report now, while nothing is printed: their exceptions go to the hook
+        # above, and a coroutine a failed read never awaited warns (RuntimeWarning), which is the same failure again.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
+            gc.collect()
         sys.unraisablehook, sys.stderr = hook, stderr
         aio.setLevel(level)
 

@@ -11,6 +11,7 @@ import jax
 import numpy as np
 import pytest
 
+from harnessrl_jax.rl import checkpoint
 from harnessrl_jax.rl.checkpoint import Checkpointer, DamagedCheckpoint, fingerprint
 
 
@@ -156,3 +157,22 @@ def test_fingerprints_are_exact_for_any_dtype_and_see_a_single_bit():
     assert fingerprint(changed) != fp
     swapped = dict(tree, i32=tree["i32"][::-1].copy())  # same values, other order
     assert fingerprint(swapped) != fp
+
+
+def test_a_restore_leaves_no_warning_from_the_coroutines_a_failed_read_abandons(recwarn):
+    """A failed orbax read leaves coroutines that were never awaited, in reference cycles: the restore's own garbage
+    collection finds them, and that is the same failure again, not a warning for the user."""
+    async def read():
+        pass
+
+    class Cycle:
+        pass
+
+    with checkpoint._quiet():
+        abandoned = Cycle()
+        abandoned.self, abandoned.coroutine = abandoned, read()
+        del abandoned
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]
+    never = read()  # outside a restore such a warning is still the user's to see
+    del never
+    assert [w for w in recwarn if "never awaited" in str(w.message)]
