@@ -70,6 +70,16 @@ def default_xla_flags() -> str:
     return OLDER_FUSION_EMITTERS if version.startswith(FUSION_EMITTERS_MEASURED) else ""
 
 
+def compilation_cache_dir() -> str:
+    """JAX's persistent compilation cache of the launch scripts and the tests: $JAX_COMPILATION_CACHE_DIR, else
+    $XDG_CACHE_HOME/harnessrl_jax/xla (~/.cache/harnessrl_jax/xla). It lies outside any checkout, so another clone on
+    the same machine loads what an earlier one compiled: JAX keys each program by its HLO, the compile options and
+    flags, the device assignment and the jaxlib version, so a changed program compiles anew and never loads a stale
+    one. It grows without bound (JAX evicts nothing by default): delete the directory to reclaim the space."""
+    return os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "harnessrl_jax", "xla")
+
+
 def add_xla_flags() -> None:
     """Appends default_xla_flags() to XLA_FLAGS unless it already names the option; takes effect in XLA backends
     created after it (call before the first computation) and in child processes."""

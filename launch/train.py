@@ -70,9 +70,7 @@ flags.DEFINE_integer("restore_step", None, "Resume from this checkpoint step (th
                      "checkpoints_set_aside/); default: the newest intact one.")
 flags.DEFINE_enum("on_damaged_checkpoint", "previous", ["previous", "stop"], "A damaged or partial newest "
                   "checkpoint: set it aside and resume from the one before ('previous'), or stop ('stop').")
-flags.DEFINE_string("compilation_cache", os.environ.get("JAX_COMPILATION_CACHE_DIR") or
-                    os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "harnessrl_jax",
-                                 "xla"),
+flags.DEFINE_string("compilation_cache", cli.compilation_cache_dir(),
                     "JAX's persistent compilation cache: a run whose programs were compiled before (same shapes, "
                     "JAX and machine) loads them instead of compiling. '' turns it off.")
 flags.DEFINE_string("coordinator_address", os.environ.get("JAX_COORDINATOR_ADDRESS"), "Multi-host: HOST:PORT of "

@@ -79,3 +79,14 @@ def test_xla_flags_are_added_once_only_on_measured_jaxlibs_and_taken_back_out_fo
     # a jaxlib it was not measured on (XLA aborts on a flag it does not know) gets none
     monkeypatch.setattr(metadata, "version", lambda name: "0.11.0")
     assert cli.default_xla_flags() == ""
+
+
+def test_the_compilation_cache_is_the_users_cache_directory_unless_jax_is_told_another(monkeypatch, tmp_path):
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cli.compilation_cache_dir() == str(tmp_path / "xdg" / "harnessrl_jax" / "xla")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cli.compilation_cache_dir() == str(tmp_path / "home" / ".cache" / "harnessrl_jax" / "xla")
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "mine"))
+    assert cli.compilation_cache_dir() == str(tmp_path / "mine")
