@@ -1,9 +1,9 @@
 """Shared fixtures. XLA_FLAGS must be set before jax is first imported: 8 fake CPU devices for sharding tests, and
 the launch scripts' own XLA flags (`_xla_flags`).
 
-Compiled programs are cached on disk (JAX's persistent compilation cache, in the launch scripts' directory:
-`_compilation_cache_dir`; inherited by the launch scripts the tests start as subprocesses), so a shape compiled once
-is not compiled again by a later test, a later session or another clone on the same machine.
+Compiled programs are cached on disk (JAX's persistent compilation cache, in the launch scripts' directory, inherited
+by the launch scripts the tests start as subprocesses), so a shape compiled once is not compiled again by a later
+test, a later session or another clone on the same machine.
 
 `llama_server`: a real OpenAI-compatible server (llama.cpp through llama-cpp-python serving the SmolLM2 GGUF) for
 the HTTP judge and evolver-model tests, started once per session on a free loopback port, only by tests that ask
@@ -26,21 +26,16 @@ def _xla_flags() -> str:
     return f"--xla_force_host_platform_device_count=8 {cli.default_xla_flags()}".strip()
 
 
-def _compilation_cache_dir() -> str:
-    """The launch scripts' persistent compilation cache (cli.compilation_cache_dir: ~/.cache/harnessrl_jax/xla unless
-    JAX_COMPILATION_CACHE_DIR is set), outside the checkout, so a fresh clone's suite on a machine that ran it
-    before loads the programs no change touched. JAX keys each program by XLA_FLAGS too (the tests' 8 fake devices
-    among them), so the tests' entries and the launch scripts' own never stand in for each other."""
-    from harnessrl_jax import cli
-
-    return cli.compilation_cache_dir()
-
-
 if "XLA_FLAGS" not in os.environ:
     os.environ["XLA_FLAGS"] = _xla_flags()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _compilation_cache_dir())
+# The launch scripts' cache (cli.compilation_cache_dir: ~/.cache/harnessrl_jax/xla), outside the checkout, so a fresh
+# clone's suite on a machine that ran it before loads the programs no change touched. JAX keys each program by
+# XLA_FLAGS too (the tests' 8 fake devices among them): the tests' entries never stand in for a launch script's.
+from harnessrl_jax import cli as _cli  # noqa: E402
+
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _cli.compilation_cache_dir())
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
