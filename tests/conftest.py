@@ -14,6 +14,8 @@ setup.py's `dev` extra.
 import os
 import sys
 
+from harnessrl_jax import cli  # imports no jax, so the settings below still take effect
+
 
 def _xla_flags() -> str:
     """8 fake CPU devices for the sharding tests, and the launch scripts' own XLA flags (harnessrl_jax/cli.py: XLA's
@@ -21,8 +23,6 @@ def _xla_flags() -> str:
     scripts run. About half the suite's time is XLA compiling ~2,500 programs; on jaxlib 0.10 the older emitters
     compile a tiny config's train step in 2.3 s instead of 3.1 and start a tiny train.py run in 10.4 s instead of
     15.3."""
-    from harnessrl_jax import cli
-
     return f"--xla_force_host_platform_device_count=8 {cli.default_xla_flags()}".strip()
 
 
@@ -33,9 +33,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # The launch scripts' cache (cli.compilation_cache_dir: ~/.cache/harnessrl_jax/xla), outside the checkout, so a fresh
 # clone's suite on a machine that ran it before loads the programs no change touched. JAX keys each program by
 # XLA_FLAGS too (the tests' 8 fake devices among them): the tests' entries never stand in for a launch script's.
-from harnessrl_jax import cli as _cli  # noqa: E402
-
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _cli.compilation_cache_dir())
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", cli.compilation_cache_dir())
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 

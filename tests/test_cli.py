@@ -55,6 +55,29 @@ def test_a_launch_script_reexecutes_with_the_malloc_tunables_and_glibc_applies_t
     assert run(JAX_PLATFORMS="cuda,cpu") == [cli.HUGE_PAGES, "False", "False"]
 
 
+def test_a_launch_script_run_directly_compiles_with_the_xla_flags_and_one_imported_does_not(tmp_path):
+    script = tmp_path / "launch_me.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys
+        from harnessrl_jax import cli
+        def main(argv):
+            print(os.environ.get("XLA_FLAGS"))
+        if sys.argv[1:] == ["imported"]:
+            main.__module__ = "a_library"  # cli.run called from a module that is not the program
+        cli.run(main)
+    """))
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", cli.XLA_ADDED)}
+
+    def run(*args) -> str:
+        out = subprocess.run([sys.executable, str(script), *args], env={**env, "HARNESSRL_NO_REEXEC": "1"},
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    assert run() == (cli.default_xla_flags() or "None")
+    assert run("imported") == "None"
+
+
 def test_xla_flags_are_added_once_only_on_measured_jaxlibs_and_taken_back_out_for_a_users_run(monkeypatch):
     from importlib import metadata
 
