@@ -42,7 +42,7 @@ def get_config(arg=None):
     c.method = opts.method
     c.total_steps = 500
     c.model_name = "qwen3.5-4b"  # shapes only: point it at a local Qwen3.5-4B directory to train
-    c.model = dict(compute_dtype="bfloat16", remat=True, init_std=0.02)
+    c.model.update(compute_dtype="bfloat16", remat=True)
     c.tasks.source = "jsonl"
     c.tasks.path = ""  # Rubric-Mix-10k (or any task JSONL): --config.tasks.path=...
 
@@ -55,7 +55,7 @@ def get_config(arg=None):
     c.optim.lr = 1e-6
     c.loss.kl_coef = 0.001
     c.micro_batches = 16  # 2 rows x 3584 tokens per device per slice: the 248k-vocabulary logits dominate
-    c.mesh = dict(data=1, fsdp=-1, tensor=1, num_devices=0)
+    c.mesh.update(data=1, fsdp=-1, tensor=1, num_devices=0)
     c.harness.max_guidance_tokens = 512
     c.harness.proposer = "llm"
     c.harness.llm_check = True
@@ -63,11 +63,10 @@ def get_config(arg=None):
     c.memory.embedder = "bge-base-en-v1.5"
     c.memory.min_cosine = 0.82
     c.memory.calibrated_for = "bge-base-en-v1.5"
-    c.checkpoint = dict(every=25, max_to_keep=4, async_save=True)
+    c.checkpoint.update(every=25, max_to_keep=4, async_save=True)
 
     # Rollouts on SGLang servers (one per H100); weights reach them through a shared directory.
-    c.rollout = dict(engine="sglang", base_urls="", weights_dir="", export_dtype="bfloat16", chunk_rows=64,
-                     timeout_s=3600.0, min_batch=1)
+    c.rollout.update(engine="sglang", export_dtype="bfloat16", chunk_rows=64, timeout_s=3600.0)
     # The judge: SGLang servers of the judge model (OpenAI-compatible, comma-separated base URLs); a task's calls
     # go to one server so its prefix cache holds the task's prompt; max_concurrency is calls in flight in total.
     c.judge.update(kind="openai", model="gemma-4-31b-it", structured_output="json_schema", max_concurrency=512)
@@ -80,7 +79,7 @@ def cpu(c):
     """The same experiment sized for a CPU machine (see the module docstring); shared by rubric_mix_9b.py."""
     c.total_steps = 4
     c.model_name = "qwen3.5-tiny"
-    c.model = dict(compute_dtype="float32", remat=True, init_std=0.02)
+    c.model.update(compute_dtype="float32", remat=True)
     c.tasks.source = "bundled"
     c.tasks.name = "mini"
     c.tasks.split = "train"
@@ -90,9 +89,9 @@ def cpu(c):
     c.max_prompt_len = 128  # the mini set's longest prompt is ~105 tokens under SmolLM2's chat template
     c.max_new_tokens = 32
     c.micro_batches = 1
-    c.mesh = dict(data=1, fsdp=-1, tensor=1, num_devices=0)
+    c.mesh.update(data=1, fsdp=-1, tensor=1, num_devices=0)
     c.harness.max_guidance_tokens = 128
-    c.checkpoint = dict(every=2, max_to_keep=2, async_save=False)
+    c.checkpoint.update(every=2, max_to_keep=2, async_save=False)
     c.rollout.engine = "jax"
     # No model server here: rule criteria, the rule proposer and rule-only hacking signals, and the bundled MiniLM
     # with the threshold calibrated for it.

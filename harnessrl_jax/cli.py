@@ -33,14 +33,7 @@ import os
 import sys
 from typing import Callable
 
-from harnessrl_jax.configs import ConfigError
-
-
-class UserError(Exception):
-    """A mistake the user fixes (a flag, a path, a server), not a bug: reported without a traceback."""
-
-
-USER_ERRORS = (ConfigError, UserError, FileNotFoundError, NotADirectoryError, IsADirectoryError)
+from harnessrl_jax.errors import USER_ERRORS
 
 
 def report(error: BaseException) -> None:

@@ -1,9 +1,9 @@
 """Failures that change what a reward or a harness update means: counted, retried after a pause, and a run that
 cannot go on stopped cleanly instead of training on a different rubric.
 
-    judge = GuardedJudge(judge, OutagePolicy.of(config.judge, "judge"))          # build.build_judge
-    client = GuardedClient(client, OutagePolicy.of(config.evolver_model, ...))   # build.build_evolver_client
-    metrics.update(judge_step_metrics(stats_before, judge.stats))               # per step (loop.Stepper)
+    judge = GuardedJudge(judge, OutagePolicy(...config.judge's...))              # build.build_judge
+    client = GuardedClient(client, OutagePolicy(...config.evolver_model's...))   # build.build_evolver_client
+    metrics.update(judge_step_metrics(stats_before, judge.stats))               # per step (stepper.Stepper)
     check_workdir(workdir, min_free_mb)                                          # before any model loads
 
 Judge. A cell is *failed* when the server gave no verdict (status 'error' or 'timeout', after the client's own
@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from harnessrl_jax.cli import UserError
+from harnessrl_jax.errors import UserError
 from harnessrl_jax.rubric.judges.base import ERROR, OK, TIMEOUT, UNPARSED, Judge, ScoreMatrix, check_batch
 from harnessrl_jax.rubric.schema import Criterion, Task
 
@@ -61,13 +61,6 @@ class OutagePolicy:
             raise ValueError(f"max_failed_fraction must be in [0, 1), got {self.max_failed_fraction}")
         if self.pause_s < 0 or self.retries < 0:
             raise ValueError(f"need outage_pause_s >= 0 and outage_retries >= 0, got {self.pause_s}, {self.retries}")
-
-    @classmethod
-    def of(cls, section, setting: str) -> "OutagePolicy":
-        """The policy of a config section (config.judge, config.evolver_model) with keys max_failed_fraction
-        (judge only), outage_pause_s and outage_retries; `setting` is the section's name."""
-        return cls(float(section.get("max_failed_fraction", 0.0)), float(section.get("outage_pause_s", 30.0)),
-                   int(section.get("outage_retries", 3)), f"--config.{setting}.")
 
 
 def server_of(client: Any) -> str:

@@ -45,11 +45,11 @@ FLAGS = flags.FLAGS
 
 def evaluate_policy(config, workdir: str, arms, step: int | None) -> dict:
     """{arm: eval.harness_arms block} for checkpoint `step` of workdir (0: the untrained policy)."""
-    from harnessrl_jax import build, configs
+    from harnessrl_jax import build, methods
     from harnessrl_jax.eval import eval_tasks, restore_policy
     from harnessrl_jax.eval.harness_arms import evaluate_arm
 
-    threshold = configs.method_config(config, "bandit").pass_threshold
+    threshold = methods.settings(config, "bandit").pass_threshold
     run = build.setup(config)
     try:
         restore_policy(run, workdir, step)
@@ -64,11 +64,11 @@ def main(argv):
     del argv
     import launch.train as train
     from experiments import base
-    from harnessrl_jax import configs
+    from harnessrl_jax import methods
     from harnessrl_jax.eval import bandit_tables, tables
 
     os.makedirs(FLAGS.out, exist_ok=True)
-    heldout = configs.method_config(FLAGS.base_config, "bandit").heldout_arm
+    heldout = methods.settings(FLAGS.base_config, "bandit").heldout_arm
     arms = [heldout if a == "heldout" else a for a in FLAGS.arms]
     base_eval = {}
     for seed in map(int, FLAGS.seeds):

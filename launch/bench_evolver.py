@@ -118,7 +118,9 @@ def main(argv):
     del argv
     import numpy as np
 
-    from harnessrl_jax import build, configs, loop, methods
+    from harnessrl_jax import build, checks, methods, stages
+    from harnessrl_jax.settings import section
+    from harnessrl_jax.stepper import build_evolver
     from harnessrl_jax.eval.oracle import rule_oracle_scores
     from harnessrl_jax.evolver import Group
     from harnessrl_jax.harness import HarnessState
@@ -127,7 +129,7 @@ def main(argv):
 
     config = FLAGS.config
     config.num_generations = FLAGS.num_generations
-    configs.validate(config)
+    checks.validate(config)
     method = methods.describe(config)
     t0 = time.perf_counter()
     run = build.setup(config)
@@ -144,7 +146,7 @@ def main(argv):
     if missing:
         logging.info("sampling 2 groups x J=%d for %d tasks", config.num_generations, len(missing))
         for k in range(2):
-            g = loop.sample_groups(run, missing, seed=FLAGS.seed * 1000 + k)
+            g = stages.sample_groups(run, missing, seed=FLAGS.seed * 1000 + k)
             for t, rs in zip(missing, g.responses):
                 cached.setdefault(t.id, []).append([str(r) for r in rs])
         if FLAGS.groups:
@@ -168,11 +170,11 @@ def main(argv):
 
     # --- step 0 recorded, the evolver on step 1
     with tempfile.TemporaryDirectory() as tmp:
-        memory = Memory.open(tmp, embedder=configs.embedder(config)) if method.memory else None
+        memory = Memory.open(tmp, embedder=section(config, "memory").embedder_name()) if method.memory else None
         if memory is not None and memory.semantic is not None:
             memory.add_criteria((t.id, c.id, c.text) for t in injected for c in t.criteria)
         first = [cached[t.id][0] for t in injected]
-        S0, R0, _ = loop.score_responses(run.judge, injected, first, [H.criteria(t.id) for t in injected])
+        S0, R0, _ = stages.score_responses(run.judge, injected, first, [H.criteria(t.id) for t in injected])
         if memory is not None:
             from harnessrl_jax.evolver import task_slice
 
@@ -181,11 +183,11 @@ def main(argv):
                                               harness=task_slice(H, t.id))
                                    for t, r, s, rw in zip(injected, first, S0, R0)])
         second = [cached[t.id][1] for t in injected]
-        S1, _, _ = loop.score_responses(run.judge, injected, second, [H.criteria(t.id) for t in injected])
-        evolver, _ = loop.build_evolver(config, method, memory)
+        S1, _, _ = stages.score_responses(run.judge, injected, second, [H.criteria(t.id) for t in injected])
+        evolver, _ = build_evolver(config, method, memory)
         timer = {"critic": 0.0, "resampled": 0}
         result = evolver.step(1, [Group(t, tuple(r), s) for t, r, s in zip(injected, second, S1)], H,
-                              memory=memory, hooks=loop.critic_hooks(run, FLAGS.seed + 1, timer))
+                              memory=memory, hooks=stages.critic_hooks(run, FLAGS.seed + 1, timer))
         if memory is not None:
             memory.close()
     run.close()

@@ -41,6 +41,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 from absl import flags
 
 from harnessrl_jax import cli  # noqa: E402
+from harnessrl_jax.errors import UserError  # noqa: E402
 from harnessrl_jax.timing import cpu_model, matmul_rate, median_time  # noqa: E402
 
 flags.DEFINE_integer("batch", 16, "Sequences per update.")
@@ -169,7 +170,7 @@ def main(argv):
     del argv
     bad = set(FLAGS.layers) - {"scan", "unroll"}
     if bad:
-        raise cli.UserError(f"--layers takes scan and/or unroll, got {sorted(bad)}")
+        raise UserError(f"--layers takes scan and/or unroll, got {sorted(bad)}")
 
     import numpy as np
 

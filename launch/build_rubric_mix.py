@@ -26,6 +26,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from harnessrl_jax import cli  # noqa: E402
+from harnessrl_jax.errors import UserError  # noqa: E402
 
 flags.DEFINE_string("sources_dir", None, "Folder with one sub-folder of released files per source.")
 flags.DEFINE_string("out", "rubric_mix_10k", "Output folder of train.jsonl, heldout.jsonl and stats.json.")
@@ -75,7 +76,7 @@ def build(sources_dir: str, out: str, *, names=None, train_sizes=None, heldout_p
     names = list(names or SOURCES)
     unknown = sorted(set(names) - set(SOURCES))
     if unknown:
-        raise cli.UserError(f"--sources: unknown sources {unknown}; known: {sorted(SOURCES)}")
+        raise UserError(f"--sources: unknown sources {unknown}; known: {sorted(SOURCES)}")
     pools, counts = convert_all(sources_dir, names)
     embed = None
     if embedder:

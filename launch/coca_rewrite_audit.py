@@ -20,6 +20,7 @@ from absl import flags
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harnessrl_jax import cli  # noqa: E402
+from harnessrl_jax.errors import UserError  # noqa: E402
 
 flags.DEFINE_string("workdir", None, "The CoCA run directory (its coca.jsonl).")
 flags.DEFINE_enum("kind", "anthropic", ["anthropic", "openai"], "Anthropic's Messages API or an OpenAI-compatible "
@@ -40,7 +41,7 @@ def main(argv):
 
     path = os.path.join(FLAGS.workdir or "", "coca.jsonl")
     if not os.path.isfile(path):
-        raise cli.UserError(f"--workdir={FLAGS.workdir}: no coca.jsonl there (a CoCA run writes it)")
+        raise UserError(f"--workdir={FLAGS.workdir}: no coca.jsonl there (a CoCA run writes it)")
     settings = {"api_key_env": FLAGS.api_key_env} if FLAGS.api_key_env else {}
     client = make_client(FLAGS.kind, FLAGS.model, base_url=FLAGS.base_url or None, **settings)
     try:

@@ -30,6 +30,7 @@ from ml_collections import config_flags
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harnessrl_jax import cli  # noqa: E402
+from harnessrl_jax.errors import UserError  # noqa: E402
 
 config_flags.DEFINE_config_file("config", None, "Experiment config file (experiments/*.py[:arg]).", lock_config=True)
 flags.DEFINE_string("out", None, "Path of the cold_start.json to write.")
@@ -51,13 +52,13 @@ def run_cold_start(config, out: str, *, groups: int = 4, regradings: int = 2, ba
                    max_tasks: int = 0):
     """Measures the seed policy of `config`, writes its score matrices (groups_path) and `out`; returns the
     ColdStart."""
-    from harnessrl_jax import build, configs, loop
+    from harnessrl_jax import build, checks, stages
     from harnessrl_jax.evolver.cold_start import collect, derive, save_seed_groups
 
     out_dir = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(out_dir):
-        raise cli.UserError(f"--out {out}: directory {out_dir} does not exist")
-    configs.validate(config)
+        raise UserError(f"--out {out}: directory {out_dir} does not exist")
+    checks.validate(config)
     run = build.setup(config)
     tasks, dropped = build.training_tasks(config, run.tasks)
     if max_tasks and max_tasks < len(tasks):
@@ -68,10 +69,10 @@ def run_cold_start(config, out: str, *, groups: int = 4, regradings: int = 2, ba
                  len(tasks), groups, J, regradings, dropped)
 
     def sample(batch, seed):
-        return loop.sample_groups(run, batch, seed=seed).responses
+        return stages.sample_groups(run, batch, seed=seed).responses
 
     def score(batch, responses):
-        return loop.score_responses(run.judge, batch, responses)[0]
+        return stages.score_responses(run.judge, batch, responses)[0]
 
     seeds = collect(tasks, sample, score, groups=groups, regradings=regradings, batch_tasks=batch_tasks,
                     seed=config.seed, progress=logging.info)
@@ -85,7 +86,7 @@ def run_cold_start(config, out: str, *, groups: int = 4, regradings: int = 2, ba
     try:
         cold = derive(seeds, meta=meta)
     except ValueError as e:
-        raise cli.UserError(f"{e} (the measurements are kept in {groups_path(out)})") from None
+        raise UserError(f"{e} (the measurements are kept in {groups_path(out)})") from None
     cold.save(out)
     return cold
 

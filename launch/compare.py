@@ -162,7 +162,7 @@ def evaluate_run(config, workdir, seed_policy: dict | None = None) -> dict[int, 
     of the same seed already evaluated it (the same initial policy). The last checkpoint's evaluation is also the
     run's eval.json (as launch/eval.py writes it)."""
     from harnessrl_jax import build
-    from harnessrl_jax.eval import eval_tasks, evaluate, restore_policy, save_eval, split_label
+    from harnessrl_jax.eval.evaluate import eval_tasks, evaluate, restore_policy, save_eval, split_label
     from harnessrl_jax.rl.checkpoint import Checkpointer
 
     run = build.setup(config)  # the engine starts with the seed policy's weights
@@ -214,7 +214,7 @@ def load_scores(workdir: str) -> dict[int, dict] | None:
 def paired_row(results, arms, pick: str, metric: str, n: int) -> dict[str, float]:
     """Mean per arm and the paired bootstrap interval of last - first, at the `pick` ('final' | 'best') step,
     paired by seed and task."""
-    from harnessrl_jax.eval import paired_bootstrap
+    from harnessrl_jax.eval.stats import paired_bootstrap
 
     row = {m: float(np.nanmean([r[pick][metric] for r in results[m].values()])) for m in arms}
     base, new = arms[0], arms[-1]

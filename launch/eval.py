@@ -37,6 +37,7 @@ from ml_collections import config_flags
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harnessrl_jax import cli  # noqa: E402
+from harnessrl_jax.errors import UserError  # noqa: E402
 
 config_flags.DEFINE_config_file("config", None, "Experiment config file (experiments/*.py[:arg]).", lock_config=True)
 flags.DEFINE_string("workdir", None, "Run directory (its checkpoints/); eval.json goes here unless --out.")
@@ -63,25 +64,25 @@ def run_eval(config, workdir: str, *, step: int | None = None, split: str = "hel
              ood_max_new_tokens: int | None = None, seed: int = 10_000, out: str = "", arms=(),
              pass_threshold: float | None = None) -> dict:
     """Evaluates and writes the eval.json; returns its content."""
-    from harnessrl_jax import build, configs
+    from harnessrl_jax import build, checks, methods
     from harnessrl_jax.eval import eval_tasks, evaluate, restore_policy, save_eval, split_label
     from harnessrl_jax.eval import ood as ood_lib
 
     specs = ood_lib.parse_specs(ood)
     if split == "none" and not specs:
-        raise cli.UserError("--split=none evaluates nothing in-domain: give --ood benchmarks")
+        raise UserError("--split=none evaluates nothing in-domain: give --ood benchmarks")
     if split == "none" and arms:
-        raise cli.UserError("--arms evaluates the in-domain tasks under each arm: not with --split=none")
-    bandit = configs.method_config(config, "bandit")
+        raise UserError("--arms evaluates the in-domain tasks under each arm: not with --split=none")
+    bandit = methods.settings(config, "bandit")
     arms = [bandit.heldout_arm if a == "heldout" else a for a in arms]
     from harnessrl_jax.methods.arms import check_names
 
     if check_names(arms):
-        raise cli.UserError("--arms: " + "; ".join(check_names(arms)))
+        raise UserError("--arms: " + "; ".join(check_names(arms)))
     threshold = bandit.pass_threshold if pass_threshold is None else float(pass_threshold)
     n = num_samples or config.num_generations
     out = out or os.path.join(workdir, "eval.json")
-    configs.validate(config)
+    checks.validate(config)
     run = build.setup(config)
     judge = ood_lib.judge_from_config(config) if "writingbench" in specs else None
     try:

@@ -25,6 +25,7 @@ from absl import flags, logging
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harnessrl_jax import cli, failures  # noqa: E402
+from harnessrl_jax.errors import UserError  # noqa: E402
 
 flags.DEFINE_string("workdir", None, "The run directory (its memory/ and config.json).")
 flags.DEFINE_enum("kind", "anthropic", ["anthropic", "openai"], "Anthropic's Messages API or an OpenAI-compatible "
@@ -75,7 +76,7 @@ def main(argv):
         summary = lib.oracle_run(FLAGS.workdir, oracle, steps=parse_steps(FLAGS.steps), anchors=FLAGS.anchors,
                                  progress=logging.info, outage=outage)
     except failures.ModelOutage as e:
-        raise cli.UserError(f"{e}. The answered calls are kept in {store}: once the server answers again, rerun the "
+        raise UserError(f"{e}. The answered calls are kept in {store}: once the server answers again, rerun the "
                             f"same command to go on from there") from None
     finally:
         oracle.close()

@@ -46,11 +46,11 @@ def model_shapes(config):
     """The ModelConfig of config.model_name without loading weights."""
     import json
 
-    from harnessrl_jax.build import model_overrides
     from harnessrl_jax.models import PRESETS, loading
     from harnessrl_jax.models.gguf_file import read_gguf
+    from harnessrl_jax.settings import section
 
-    overrides = model_overrides(config)
+    overrides = section(config, "model").overrides()
     name = config.model_name
     if name in PRESETS:
         return PRESETS[name].replace(**overrides)
@@ -65,22 +65,27 @@ def model_shapes(config):
 
 def plan(config) -> dict:
     """Per-device memory and per-step FLOPs of config's train step (see the module docstring)."""
-    from harnessrl_jax import build
+    from harnessrl_jax import build, methods
+    from harnessrl_jax.methods.coca import CoCAScheme
+    from harnessrl_jax.methods.parts import part_class
+    from harnessrl_jax.models import forward_flops
     from harnessrl_jax.models.sharding import make_mesh
     from harnessrl_jax.rl.batch import TrainBatch, round_up
-    from harnessrl_jax.models import forward_flops
+    from harnessrl_jax.settings import section
 
     model_config = model_shapes(config)
     # --devices when given; otherwise the config's first num_devices devices, as build.setup takes them (the CPU
     # configs: one), or every fake device for num_devices 0
     explicit = any(a.startswith("--devices") for a in sys.argv[1:])
-    count = config.mesh.get("num_devices", 0)
+    mesh_section = section(config, "mesh")
+    count = mesh_section.num_devices
     devices = jax.devices()[:count] if count and not explicit else jax.devices()
-    mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor, devices=devices)
-    trainer = build.make_trainer(config, model_config, mesh)
-    mini = config.get("mini_batches", 1)
+    mesh = make_mesh(mesh_section.data, mesh_section.fsdp, mesh_section.tensor, devices=devices)
+    method = methods.describe(config)
+    trainer = build.make_trainer(config, model_config, mesh, method)
+    mini = config.mini_batches
     rows = round_up(config.tasks_per_step * config.num_generations, mini * config.micro_batches * trainer.data_parallel)
-    seq = round_up(config.max_prompt_len + build.guidance_budget(config) + config.max_new_tokens, 8)
+    seq = round_up(config.max_prompt_len + build.guidance_budget(config, method) + config.max_new_tokens, 8)
     update_rows = rows // mini
 
     def spec(dtype, *shape):
@@ -90,11 +95,9 @@ def plan(config) -> dict:
                        spec(jnp.int32, update_rows, seq), spec(jnp.bool_, update_rows, seq),
                        spec(jnp.float32, update_rows, seq), spec(jnp.float32, update_rows),
                        spec(jnp.float32, update_rows), spec(jnp.float32, update_rows, seq) if mini > 1 else None)
-    from harnessrl_jax import configs, methods
-
     teacher_fwd = 0.0
-    if methods.describe(config).scheme == "coca":  # the step carries the teacher's top-k; its forward comes first
-        coca = configs.method_config(config, "coca")
+    if issubclass(part_class(method.scheme), CoCAScheme):  # the step carries the teacher's top-k; its forward first
+        coca = methods.settings(config, "coca")
         batch = batch._replace(distill_ids=spec(jnp.int32, update_rows, seq, coca.topk),
                                distill_logp=spec(jnp.float32, update_rows, seq, coca.topk),
                                distill_mask=spec(jnp.bool_, update_rows, seq))
@@ -103,7 +106,7 @@ def plan(config) -> dict:
         teacher_seq = round_up(seq - config.max_new_tokens + 2 * config.max_new_tokens, 8)
         teacher_fwd = forward_flops(model_config, teacher_rows, teacher_seq)
     state = trainer.abstract_state()
-    ref = trainer.abstract_params() if config.loss.kl_coef else None
+    ref = trainer.abstract_params() if section(config, "loss").kl_coef else None
     compiled = trainer._step.lower(state, batch, ref).compile()
     mem = compiled.memory_analysis()
 

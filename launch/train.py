@@ -2,7 +2,7 @@
 
     python launch/train.py --config=experiments/<name>.py [--config.key=value ...] --workdir=DIR
 
-The config is checked before any model loads (harnessrl_jax.configs: every wrong value and everything the machine
+The config is checked before any model loads (harnessrl_jax.checks: every wrong value and everything the machine
 lacks, each with the flag that fixes it). Writes under DIR: `config.json` (the whole config: every threshold),
 `metrics.jsonl` (one JSON object per step, with step time by stage and the process's peak resident memory so far,
 `process/peak_rss_gb`), `harness.jsonl` (every candidate the harness
@@ -59,6 +59,7 @@ from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from harnessrl_jax import failures, timing  # noqa: E402
+from harnessrl_jax.errors import UserError  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------- flags
 
@@ -246,27 +247,30 @@ def train(config, workdir: str, stop_after: int | None = None, restore_step: int
 def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, startup: Startup) -> str:
     import sqlite3
 
-    from harnessrl_jax import build, configs, loop, methods
+    from harnessrl_jax import build, checks, methods, stages
     from harnessrl_jax.memory import semantic
     from harnessrl_jax.rl.checkpoint import Checkpointer
     from harnessrl_jax.rl.step import to_host
+    from harnessrl_jax.settings import section
+    from harnessrl_jax.stepper import Stepper
 
     # --- set-up
-    configs.validate(config)
+    checks.validate(config)
     method = methods.describe(config)
-    problems = failures.check_workdir(workdir, float(config.checkpoint.get("min_free_mb", 0)))
+    checkpoint, embedder = section(config, "checkpoint"), section(config, "memory").embedder_name()
+    problems = failures.check_workdir(workdir, checkpoint.min_free_mb)
     if problems:
-        raise cli.UserError(problems[0])
-    ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), max_to_keep=config.checkpoint.max_to_keep,
-                        save_every=config.checkpoint.every, async_save=config.checkpoint.async_save)
+        raise UserError(problems[0])
+    ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), max_to_keep=checkpoint.max_to_keep,
+                        save_every=checkpoint.every, async_save=checkpoint.async_save)
     if restore_step is not None and restore_step not in ckpt.all_steps():  # before a model loads for nothing
-        raise cli.UserError(f"--restore_step={restore_step}: no checkpoint {restore_step} under {ckpt.directory} "
-                            f"(there are: {', '.join(map(str, ckpt.all_steps())) or 'none'})")
+        raise UserError(f"--restore_step={restore_step}: no checkpoint {restore_step} under {ckpt.directory} "
+                        f"(there are: {', '.join(map(str, ckpt.all_steps())) or 'none'})")
     run = build.setup(config, startup.timings)
-    if method.memory and configs.embedder(config):  # the semantic index's model loads while the train state is built
-        semantic.preload_embedder(configs.embedder(config))
-    stepper = loop.Stepper(run, method, workdir)
-    # A damaged checkpoint is named in one line (rl.checkpoint.DamagedCheckpoint is a cli.UserError).
+    if method.memory and embedder:  # the semantic index's model loads while the train state is built
+        semantic.preload_embedder(embedder)
+    stepper = Stepper(run, method, workdir)
+    # A damaged checkpoint is named in one line (rl.checkpoint.DamagedCheckpoint is a UserError).
     restored = ckpt.restore_intact(run.trainer.abstract_state(), restore_step,
                                    fallback=on_damaged_checkpoint == "previous")
     if restored is None:
@@ -278,11 +282,11 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
         try:
             stepper.start(extra)
         except sqlite3.DatabaseError as e:
-            raise cli.UserError(f"the memory in {os.path.join(workdir, 'memory')} is damaged ({e}): it cannot be "
-                                f"cut back to checkpoint {start}; train in a new --workdir") from None
+            raise UserError(f"the memory in {os.path.join(workdir, 'memory')} is damaged ({e}): it cannot be cut "
+                            f"back to checkpoint {start}; train in a new --workdir") from None
         except ValueError as e:  # a memory or harness that is not this checkpoint's
-            raise cli.UserError(f"cannot resume from checkpoint {start} in {workdir}: {e}") from None
-        build.push_weights(run, state.params)
+            raise UserError(f"cannot resume from checkpoint {start} in {workdir}: {e}") from None
+        stages.push_weights(run, state.params)
         logging.info("resumed from step %d (%s)", start, ckpt.directory)
     run.initial_params = None  # the state holds the policy now: the host copy of the weights is freed
     end = config.total_steps if stop_after is None else min(stop_after, config.total_steps)
@@ -311,7 +315,7 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
             ckpt.close()
             stepper.close()
             run.close()
-            raise cli.UserError(failures.stopped_message(e, step, ckpt.directory, resume_command(workdir))) from None
+            raise UserError(failures.stopped_message(e, step, ckpt.directory, resume_command(workdir))) from None
         metrics["time/step"] = time.perf_counter() - start_time
         metrics["process/peak_rss_gb"] = timing.peak_rss_bytes() / 1e9
         if step == start:

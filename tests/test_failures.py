@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from harnessrl_jax import failures
-from harnessrl_jax.cli import UserError
+from harnessrl_jax.errors import UserError
 from harnessrl_jax.rubric.judges import OpenAIJudge, RoutingJudge
 from harnessrl_jax.rubric.judges.standin import StandInServer, standin_verdict
 from harnessrl_jax.rubric.schema import Criterion, Task
@@ -176,7 +176,7 @@ def test_the_oracle_asks_unanswered_pairs_again_and_stops_when_it_stays_down(ser
 
 
 def test_an_unwritable_or_full_workdir_is_named_before_the_model_loads(tmp_path, monkeypatch):
-    from harnessrl_jax import build, configs
+    from harnessrl_jax import build, settings
 
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
@@ -188,7 +188,7 @@ def test_an_unwritable_or_full_workdir_is_named_before_the_model_loads(tmp_path,
 
     train = train_module()
     monkeypatch.setattr(build, "setup", lambda config: pytest.fail("the model loaded"))
-    config = configs.load(os.path.join(REPO, "experiments", "tiny_cpu.py"))
+    config = settings.load(os.path.join(REPO, "experiments", "tiny_cpu.py"))
     with pytest.raises(UserError, match="cannot write there"):
         train.train(config, str(blocker / "run"))
 
@@ -249,10 +249,10 @@ def setting(tmp_path_factory):
 
 def config_of(flags, **overrides):
     """The ConfigDict the flag list gives launch/train.py (same values, built in-process)."""
-    from harnessrl_jax import configs
+    from harnessrl_jax import settings
 
     spec = flags[0].split("=", 1)[1]
-    config = configs.load(os.path.join(REPO, spec))
+    config = settings.load(os.path.join(REPO, spec))
     for f in flags[1:]:
         key, value = f.removeprefix("--config.").split("=", 1)
         *parents, leaf = key.split(".")

@@ -26,6 +26,8 @@ import numpy as np
 from harnessrl_jax.data.loaders import load_split
 from harnessrl_jax.rubric import rules
 from harnessrl_jax.rubric.schema import Criterion, Task
+from harnessrl_jax.models import load_pretrained
+from harnessrl_jax.rollout import JaxEngine
 
 STATES = ("blind", "saturated", "discriminative")
 
@@ -38,7 +40,6 @@ def rule_matrix(task: Task, responses: Sequence[str], criteria: Iterable[Criteri
                   for c in crits]).reshape(len(crits), len(responses))
     return crits, S
 
-
 def state(pass_rate: float) -> str:
     """blind (0), saturated (1) or discriminative."""
     if pass_rate <= 0.0:
@@ -46,7 +47,6 @@ def state(pass_rate: float) -> str:
     if pass_rate >= 1.0:
         return "saturated"
     return "discriminative"
-
 
 def profile(tasks: Sequence[Task], responses: Sequence[Sequence[str]]) -> dict:
     """Per-domain and overall counts of criterion states, split into positive criteria and pitfalls."""
@@ -64,7 +64,6 @@ def profile(tasks: Sequence[Task], responses: Sequence[Sequence[str]]) -> dict:
     table = {d: {k: dict(v) for k, v in kinds.items()} for d, kinds in counts.items()}
     return {"counts": table, "pass_rates": per_criterion}
 
-
 def format_table(counts: dict) -> str:
     """A plain-text table: per domain, the share of rule criteria in each state (all / positive / pitfalls)."""
     lines = [f"{'domain':<22} {'n':>4} {'blind':>7} {'satur.':>7} {'discr.':>7}   pitfalls b/s/d"]
@@ -76,12 +75,9 @@ def format_table(counts: dict) -> str:
                      f"{pit['blind']}/{pit['saturated']}/{pit['discriminative']}")
     return "\n".join(lines)
 
-
 def sample(tasks: Sequence[Task], n: int, max_new_tokens: int, seed: int, batch: int = 16,
            model: str = "smollm2-135m-instruct") -> list[dict]:
     """Token ids of n samples per task: [{'id', 'tokens': [[...] * n]}], temperature 1.0."""
-    from harnessrl_jax.models import load_pretrained
-    from harnessrl_jax.rollout import JaxEngine
 
     config, params, tokenizer = load_pretrained(model)
     engine = JaxEngine(config, params, tokenizer)
@@ -98,11 +94,9 @@ def sample(tasks: Sequence[Task], n: int, max_new_tokens: int, seed: int, batch:
               f"{time.perf_counter() - t0:.0f}s", flush=True)
     return out
 
-
 def decode_at(samples: list[dict], budget: int, tokenizer) -> dict[str, list[str]]:
     """Responses as they would read under a `budget`-token limit."""
     return {s["id"]: [tokenizer.decode(toks[:budget]) for toks in s["tokens"]] for s in samples}
-
 
 def main(argv=None) -> int:
     import argparse
@@ -130,7 +124,6 @@ def main(argv=None) -> int:
             with open(args.samples, "w", encoding="utf-8") as f:
                 for s in samples:
                     f.write(json.dumps(s) + "\n")
-    from harnessrl_jax.models import load_pretrained  # tokenizer only; the weights load is cheap
     tokenizer = load_pretrained("smollm2-135m-instruct")[2]
     budgets = [int(b) for b in args.budgets.split(",") if b] or [args.max_new_tokens]
     report = {}
@@ -145,7 +138,6 @@ def main(argv=None) -> int:
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=1)
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

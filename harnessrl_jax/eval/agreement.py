@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 import numpy as np
+from harnessrl_jax.evolver.attributor import satisfied
 
 PAIR_CLASSES = ("agree", "reward_tie", "wrong_direction", "oracle_tie")
 TIE_SPLIT = 50.0  # a reward tie below this many points counts as blind, at or above as saturated
@@ -29,7 +30,6 @@ def pairwise_from_scores(scores) -> np.ndarray:
     """[J, J] o_ij = sign(score_i - score_j) of per-rollout oracle scores (NaN where either is NaN)."""
     s = np.asarray(scores, np.float64)
     return np.sign(s[:, None] - s[None, :])
-
 
 def pair_counts(rewards, oracle_pairs) -> dict[str, int]:
     """Counts of one group's pairs: `pairs` (classified), each of PAIR_CLASSES, `reward_tie_blind` /
@@ -59,11 +59,9 @@ def pair_counts(rewards, oracle_pairs) -> dict[str, int]:
         "separated": int((oij != 0).sum()),
     }
 
-
 def group_counts(rewards, oracle_scores) -> dict[str, int]:
     """pair_counts of one group whose oracle gives per-rollout scores (o_ij = sign of their difference)."""
     return pair_counts(rewards, pairwise_from_scores(oracle_scores))
-
 
 def total_counts(groups: Iterable[Mapping[str, int]]) -> dict[str, int]:
     """The sum of several groups' (or steps') pair counts."""
@@ -72,7 +70,6 @@ def total_counts(groups: Iterable[Mapping[str, int]]) -> dict[str, int]:
         for k, v in g.items():
             out[k] = out.get(k, 0) + int(v)
     return out
-
 
 def agreement_metrics(counts: Mapping[str, int], prefix: str = "oracle/") -> dict[str, float]:
     """`<prefix>pairs`, the share of each pair class over all classified pairs, `agreement` (the agree share) and
@@ -84,7 +81,6 @@ def agreement_metrics(counts: Mapping[str, int], prefix: str = "oracle/") -> dic
     out[f"{prefix}agreement"] = out[f"{prefix}pair_agree"]
     out[f"{prefix}agreement_separated"] = counts.get("agree", 0) / sep if sep else float("nan")
     return out
-
 
 # ---------------------------------------------------------------------- criterion-level taxonomy (Figure 3)
 
@@ -98,7 +94,6 @@ def criterion_counts(points, S, oracle_scores) -> dict[str, int]:
     side's, `spurious` otherwise. Achievement is polarity-aware (a pitfall is achieved by avoiding it); cells
     without a verdict are left out; `unjudged` counts criteria with none, `no_oracle` split criteria whose sides
     have no oracle score."""
-    from harnessrl_jax.evolver.attributor import satisfied
 
     S = np.asarray(S, np.float64)
     o = np.asarray(oracle_scores, np.float64)
@@ -120,7 +115,6 @@ def criterion_counts(points, S, oracle_scores) -> dict[str, int]:
             else:
                 out["agree" if met.mean() > miss.mean() else "spurious"] += 1
     return out
-
 
 def criterion_metrics(counts: Mapping[str, int], prefix: str = "taxonomy/") -> dict[str, float]:
     """`<prefix>count/*` and `<prefix>frac_*`, the shares over the classified criteria (NaN without any)."""

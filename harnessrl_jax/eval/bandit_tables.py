@@ -17,6 +17,7 @@ import os
 from typing import Any, Sequence
 
 import numpy as np
+from harnessrl_jax.methods.harnessbandit import arm_label
 
 SIGNALS = ("learnability_raw", "transferability_raw", "learnability_norm", "transferability_norm", "value")
 
@@ -25,10 +26,8 @@ def _lines(path: str) -> list[dict]:
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
-
 def history(run_dir: str) -> dict[str, Any]:
     """The `bandit/*` metrics of a run as arrays over its steps; `labels` in the order of config.bandit.arms."""
-    from harnessrl_jax.methods.harnessbandit import arm_label
 
     with open(os.path.join(run_dir, "config.json")) as f:
         labels = [arm_label(a) for a in json.load(f)["bandit"]["arms"]]
@@ -44,7 +43,6 @@ def history(run_dir: str) -> dict[str, Any]:
             "arm": col("bandit/arm").astype(int) if rows else np.zeros(0, int), "warmup": col("bandit/warmup"),
             "p": per_arm("p"), "Q": per_arm("Q"), "n": per_arm("n"), "cos": per_arm("cos"),
             **{s: col(f"bandit/{s}") for s in SIGNALS}, "reward": col("reward/mean")}
-
 
 def cosine_matrices(h: dict[str, Any], windows: int = 3) -> list[tuple[tuple[int, int], np.ndarray]]:
     """[((first step, last step), M)]: M[a, b] the mean cos(sketch of a step on arm a, EMA of arm b) over the
@@ -63,7 +61,6 @@ def cosine_matrices(h: dict[str, Any], windows: int = 3) -> list[tuple[tuple[int
             out.append(((int(steps[chunk[0]]), int(steps[chunk[-1]])), M))
     return out
 
-
 def final_state(h: dict[str, Any]) -> list[dict[str, Any]]:
     """Per arm the terminal selection probability, value and visits, by descending p."""
     if not len(h["steps"]):
@@ -71,7 +68,6 @@ def final_state(h: dict[str, Any]) -> list[dict[str, Any]]:
     rows = [{"arm": a, "p": float(h["p"][-1, k]), "Q": float(h["Q"][-1, k]), "visits": int(h["n"][-1, k])}
             for k, a in enumerate(h["labels"])]
     return sorted(rows, key=lambda r: -r["p"])
-
 
 def arm_signal_means(h: dict[str, Any]) -> list[dict[str, Any]]:
     """Per arm the mean normalised learnability and transferability of its steps (the paper's App. F columns)."""
@@ -83,7 +79,6 @@ def arm_signal_means(h: dict[str, Any]) -> list[dict[str, Any]]:
                        for s in ("learnability_norm", "transferability_norm", "learnability_raw",
                                  "transferability_raw")}})
     return out
-
 
 ARMS_EVAL = "arms_eval.json"
 
@@ -114,7 +109,6 @@ def comparison_rows(root: str) -> list[dict[str, Any]]:
                                        "max": float(np.max(vals))} if vals else None
         rows.append(row)
     return rows
-
 
 # --------------------------------------------------------------------------------------------------- figures
 

@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from harnessrl_jax.stages import sample_groups, score_responses
+
 
 def expected_best_of_k(scores, k: int) -> float:
     """E[max over a random k-subset] of one item's scores (NaN entries dropped); NaN when fewer than k remain."""
@@ -31,11 +33,9 @@ def best_of_k_curve(scores: np.ndarray, ks: Sequence[int] = (1, 2, 4, 8, 16)) ->
 
 def sample_scores(run, tasks, *, n: int, seed: int) -> np.ndarray:
     """[T, n] rubric rewards under the seed criteria of n responses per task to its bare prompt, from the policy
-    the run's engine holds (loop.sample_groups and loop.score_responses, as training and evaluation sample)."""
-    from harnessrl_jax import loop
-
-    groups = loop.sample_groups(run, tasks, None, seed=seed, n=n)
-    _, rewards, _ = loop.score_responses(run.judge, tasks, groups.responses)
+    the run's engine holds (stages.sample_groups and stages.score_responses, as training and evaluation sample)."""
+    groups = sample_groups(run, tasks, None, seed=seed, n=n)
+    _, rewards, _ = score_responses(run.judge, tasks, groups.responses)
     return np.asarray(rewards, np.float64)
 
 

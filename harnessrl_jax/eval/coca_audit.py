@@ -12,11 +12,11 @@ import random
 from typing import Any, Sequence
 
 from harnessrl_jax.evolver import templates
+from harnessrl_jax.methods import llm
 
 PROMPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prompts", "coca_audit.txt")
 SCHEMA = {"type": "object", "properties": {"same_target": {"type": "boolean"}, "direction_ok": {"type": "boolean"}},
           "required": ["same_target", "direction_ok"]}
-
 
 def valid_rewrites(coca_jsonl: str) -> list[dict[str, Any]]:
     """Every valid rewrite of a run (coca.jsonl), with its step and task id."""
@@ -28,7 +28,6 @@ def valid_rewrites(coca_jsonl: str) -> list[dict[str, Any]]:
                 out += [{"step": d["step"], "task_id": d["task_id"], **r} for r in d["rewrites"] if r["valid"]]
     return out
 
-
 def audit_prompt(rewrite: dict[str, Any], template: str) -> str:
     harder = rewrite["direction"] == "strengthen"
     pitfall = rewrite.get("points", 1.0) < 0
@@ -38,11 +37,9 @@ def audit_prompt(rewrite: dict[str, Any], template: str) -> str:
                                        "for a pitfall: committed less often") if pitfall else
                           ("more demanding" if harder else "less demanding"))
 
-
 def audit(rewrites: Sequence[dict[str, Any]], client, *, sample: int = 0, seed: int = 0, max_workers: int = 8
           ) -> dict[str, Any]:
     """{ipr, dda, answered, asked, per-rewrite answers} over `sample` rewrites drawn with `seed` (0: all)."""
-    from harnessrl_jax.methods import llm
 
     items = list(rewrites)
     if 0 < sample < len(items):
@@ -62,6 +59,5 @@ def audit(rewrites: Sequence[dict[str, Any]], client, *, sample: int = 0, seed: 
     rate = lambda key: sum(a[key] for a in ok) / len(ok) if ok else float("nan")  # noqa: E731
     return {"ipr": rate("same_target"), "dda": rate("direction_ok"), "answered": len(ok), "asked": len(items),
             "rewrites": [{**r, "audit": a} for r, a in zip(items, answers)]}
-
 
 __all__ = ["audit", "audit_prompt", "valid_rewrites"]

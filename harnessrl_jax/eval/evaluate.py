@@ -19,15 +19,20 @@ Per-task means over the J samples are the units for intervals (eval.stats).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from typing import Any, Sequence
 
 import numpy as np
 
+from harnessrl_jax import build
 from harnessrl_jax.eval.oracle import rule_oracle_scores
 from harnessrl_jax.eval.stats import bootstrap_mean
+from harnessrl_jax.evolver.attributor import satisfied
+from harnessrl_jax.rl.checkpoint import Checkpointer
 from harnessrl_jax.rubric.schema import Task
+from harnessrl_jax.stages import push_weights, sample_groups, score_responses
 
 TAXONOMY = ("blind", "saturated", "discriminative")
 
@@ -81,8 +86,6 @@ def _num(x) -> float | None:
 def taxonomy_counts(tasks: Sequence[Task], scores: Sequence[np.ndarray]) -> dict[str, int]:
     """Criteria by pass rate over their group: blind / saturated / discriminative (criteria with no verdict are
     not counted)."""
-    from harnessrl_jax.evolver.attributor import satisfied
-
     counts = dict.fromkeys(TAXONOMY, 0)
     for task, S in zip(tasks, scores):
         for c, row in zip(task.criteria, S):
@@ -120,8 +123,6 @@ def heldout_error(config, split: str):
 def save_eval(path: str, result: EvalResult, *, step: int, split: str, model: str, seed: int,
               extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Writes eval.json (launch/eval.py's schema, plus `extra` blocks such as "ood") atomically; returns its content."""
-    import json
-
     summary = {"step": step, "split": split, "config": model, "seed": seed, **result.summary(), **(extra or {})}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp"
@@ -137,8 +138,6 @@ def eval_tasks(run, split: str = "heldout", path: str = "") -> list[Task]:
     for split 'train' (or ''), the config's own training tasks. Any other split of a source without one (a task
     file, the toy tasks) is a ValueError: a held-out score is never computed on the training set by default. Tasks
     whose bare prompt exceeds max_prompt_len are left out, as in training."""
-    from harnessrl_jax import build
-
     config = run.config.copy_and_resolve_references()
     with config.unlocked():
         if path:
@@ -154,9 +153,6 @@ def eval_tasks(run, split: str = "heldout", path: str = "") -> list[Task]:
 def restore_policy(run, workdir: str, step: int | None) -> int:
     """Loads checkpoint `step` (None: the latest) of `workdir` into the run's engine; step 0 keeps the seed policy.
     Returns the step evaluated."""
-    from harnessrl_jax import build
-    from harnessrl_jax.rl.checkpoint import Checkpointer
-
     if step == 0:
         return 0
     directory = os.path.join(workdir, "checkpoints")
@@ -172,24 +168,22 @@ def restore_policy(run, workdir: str, step: int | None) -> int:
         elif step not in steps:
             raise FileNotFoundError(f"{directory} has no checkpoint at step {step}; it has {sorted(steps)}")
         state, _, _ = ckpt.restore(run.trainer.abstract_state(), step)
-    build.push_weights(run, state.params)
+    push_weights(run, state.params)
     return step
 
 
 def evaluate(run, tasks: Sequence[Task], *, num_samples: int, seed: int, batch_tasks: int = 16,
              progress=None) -> EvalResult:
     """The policy the run's engine holds, on `tasks` (see the module docstring); `progress` gets a line per batch."""
-    from harnessrl_jax import loop
-
     if not tasks:
         raise ValueError("evaluate: no task")
     start = time.perf_counter()
     seed_rubric, oracle, scores, tokens = [], [], [], []
     for b in range(0, len(tasks), batch_tasks):
         batch = list(tasks[b:b + batch_tasks])
-        groups = loop.sample_groups(run, batch, seed=seed + 7919 * b, n=num_samples)  # bare prompts
+        groups = sample_groups(run, batch, seed=seed + 7919 * b, n=num_samples)  # bare prompts
         out, responses = groups.rollouts, groups.responses
-        S, rewards, _ = loop.score_responses(run.judge, batch, responses)
+        S, rewards, _ = score_responses(run.judge, batch, responses)
         seed_rubric.append(_row_means(rewards))
         oracle.append(_row_means(rule_oracle_scores(batch, responses)))
         scores += S

@@ -17,6 +17,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from harnessrl_jax.eval.stats import bootstrap_mean
+from harnessrl_jax.methods.arms import arm, arm_criteria, arm_prompts
+from harnessrl_jax.methods.guidance import PromptBudget
+from harnessrl_jax.settings import section
+from harnessrl_jax.stages import sample_groups, score_responses
 
 
 def pass_rates(rewards, threshold: float) -> tuple[np.ndarray, np.ndarray]:
@@ -34,17 +38,13 @@ def pass_rates(rewards, threshold: float) -> tuple[np.ndarray, np.ndarray]:
 def prompt_budget(run):
     """The prompt budget an arm gets at evaluation: the bare prompt limit plus the guidance budget, whatever the
     evaluated run's method (a bare-trained policy is evaluated under the same arm prompts)."""
-    from harnessrl_jax.methods.guidance import PromptBudget
-
-    return PromptBudget(run.tokenizer, int(run.config.max_prompt_len) + int(run.config.harness.max_guidance_tokens))
+    return PromptBudget(run.tokenizer, int(run.config.max_prompt_len)
+                        + section(run.config, "harness").max_guidance_tokens)
 
 
 def evaluate_arm(run, tasks: Sequence, arm_name: str, *, num_samples: int, seed: int, threshold: float,
                  batch_tasks: int = 16, bootstrap: int = 2000) -> dict[str, Any]:
     """The policy the run's engine holds on `tasks` under the arm (see the module docstring)."""
-    from harnessrl_jax import loop
-    from harnessrl_jax.methods.arms import arm, arm_criteria, arm_prompts
-
     spec, budget = arm(arm_name), prompt_budget(run)
     start = time.perf_counter()
     rewards, over = [], 0
@@ -53,9 +53,9 @@ def evaluate_arm(run, tasks: Sequence, arm_name: str, *, num_samples: int, seed:
         criteria = [t.criteria for t in batch]
         prompts = arm_prompts(spec, batch, criteria, budget)
         over += sum(p.over_budget for p in prompts)
-        groups = loop.sample_groups(run, batch, seed=seed + 7919 * b, n=num_samples, prompts=prompts)
-        rewards.append(loop.score_responses(run.judge, batch, groups.responses,
-                                            arm_criteria(spec, batch, criteria))[1])
+        groups = sample_groups(run, batch, seed=seed + 7919 * b, n=num_samples, prompts=prompts)
+        rewards.append(score_responses(run.judge, batch, groups.responses,
+                                       arm_criteria(spec, batch, criteria))[1])
     r = np.concatenate(rewards)
     ok = np.isfinite(r)
     per_task = np.where(ok.any(axis=1), np.where(ok, r, 0).sum(axis=1) / np.maximum(ok.sum(axis=1), 1), np.nan)

@@ -29,6 +29,8 @@ that read it.
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import os
 
 import jax
@@ -37,6 +39,12 @@ import numpy as np
 import lm_eval.models  # noqa: F401 - lm-eval's own models first: it fills its registry lazily only while empty
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
+import ml_collections
+
+from harnessrl_jax import build
+from harnessrl_jax.eval.evaluate import restore_policy
+from harnessrl_jax.models import forward, load_pretrained
+from harnessrl_jax.rollout import JaxEngine
 
 NAME = "harnessrl_jax"
 
@@ -63,17 +71,8 @@ def _round_up(x: int, m: int) -> int:
 def load_policy(pretrained: str, workdir: str | None = None, step: int | None = None):
     """(model_config, params, tokenizer): the pretrained model, or the run's checkpoint `step` (None: the latest,
     0: the seed policy)."""
-    from harnessrl_jax.models import load_pretrained
-
     if not workdir:
         return load_pretrained(pretrained)
-    import json
-
-    import ml_collections
-
-    from harnessrl_jax import build
-    from harnessrl_jax.eval.evaluate import restore_policy
-
     with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
         config = ml_collections.ConfigDict(json.load(f))
     if pretrained and pretrained != config.model_name:
@@ -103,7 +102,6 @@ class HarnessrlJaxLM(TemplateLM):
         if device and str(device).split(":")[0] in ("cuda", "gpu") and jax.default_backend() != "gpu":
             raise ValueError(f"harnessrl_jax: device={device!r} but JAX runs on {jax.default_backend()}")
         if kwargs:
-            import logging
             logging.getLogger(__name__).warning("harnessrl_jax: ignoring model_args %s", sorted(kwargs))
         self.model_config, self.params, self.tokenizer = load_policy(pretrained, workdir, _int_or_none(step))
         if self.tokenizer is None:
@@ -153,8 +151,6 @@ class HarnessrlJaxLM(TemplateLM):
 
     @functools.cached_property
     def _log_softmax(self):
-        from harnessrl_jax.models import forward
-
         config = self.model_config
 
         @jax.jit
@@ -214,8 +210,6 @@ class HarnessrlJaxLM(TemplateLM):
     @property
     def engine(self):
         if self._engine is None:
-            from harnessrl_jax.rollout import JaxEngine
-
             self._engine = JaxEngine(self.model_config, self.params, self.tokenizer)
         return self._engine
 

@@ -4,7 +4,7 @@
     oracle = PairwiseOracle(client, store="RUN/oracle/oracle.sqlite")
     o = oracle.group_matrix(task, responses)                    # [J, J] o_ij in {-1, 0, +1}, NaN: no verdict
     scores = oracle.win_rates(task, responses, anchors)         # [J] win rate x 100 against anchor responses
-    summary = oracle_run("RUN", oracle)                         # every recorded group of a run -> RUN/oracle/
+    summary = oracle_run.oracle_run("RUN", oracle)              # every recorded group of a run -> RUN/oracle/
 
 The judge sees the task's conversation, one quality guideline per domain (prompts/oracle_<domain>.txt; never the
 rubric) and two responses, and names the better one or a tie (prompts/oracle_pairwise.txt). Every unordered pair
@@ -24,7 +24,6 @@ tokens, this session's and the store's total.
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import logging
 import math
 import os
@@ -32,12 +31,15 @@ import re
 import sqlite3
 import threading
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harnessrl_jax.eval import agreement
-from harnessrl_jax.rubric.judges import templates
+from harnessrl_jax import failures
+from harnessrl_jax.rubric.judges import OpenAIJudge, RuleJudge, templates
+from harnessrl_jax.rubric.judges.anthropic_judge import AnthropicJudge
+from harnessrl_jax.rubric.judges.parse import json_objects, strip_thinking
+from harnessrl_jax.rubric.reward import rubric_reward
 from harnessrl_jax.rubric.schema import Task
 
 log = logging.getLogger(__name__)
@@ -57,14 +59,10 @@ def make_client(kind: str = "anthropic", model: str = "claude-sonnet-5", *, base
     settings = {"max_tokens": 400, "timeout_s": 120.0, "max_retries": 6, "temperature": None, **settings,
                 "cache": None, "name": f"oracle:{model}"}
     if kind == "anthropic":
-        from harnessrl_jax.rubric.judges import AnthropicJudge
-
         return AnthropicJudge(model, base_url=base_url, **settings)
     if kind == "openai":
         if not base_url:
             raise ValueError("an OpenAI-compatible oracle needs base_url (e.g. http://127.0.0.1:30000/v1)")
-        from harnessrl_jax.rubric.judges import OpenAIJudge
-
         settings.setdefault("structured_output", "json_schema")
         return OpenAIJudge(base_url, model, **settings)
     raise ValueError(f"oracle kind must be 'anthropic' or 'openai', got {kind!r}")
@@ -72,8 +70,6 @@ def make_client(kind: str = "anthropic", model: str = "claude-sonnet-5", *, base
 
 def parse_winner(text: str | None) -> str | None:
     """'A', 'B' or 'tie' from an oracle answer (a JSON object's "winner", else a `winner: X` line), or None."""
-    from harnessrl_jax.rubric.judges.parse import json_objects, strip_thinking
-
     if not text:
         return None
     text = strip_thinking(text)
@@ -203,8 +199,6 @@ class PairwiseOracle:
         """verdicts(jobs) under a failures.OutagePolicy: while more than max_failed_fraction of them got no answer,
         the unanswered ones are asked again after the pause, up to the policy's retries; an oracle still down then
         raises failures.ModelOutage (the answered calls are in the store, so a rerun goes on from there)."""
-        from harnessrl_jax import failures
-
         out = self.verdicts(jobs)
         for attempt in range(policy.retries + 1):
             failed = [n for n, job in enumerate(jobs) if out[n] is None and self.failure(job) is not None]
@@ -282,141 +276,12 @@ class PairwiseOracle:
         self.client.close()
 
 
-# ------------------------------------------------------------------------------------------------ a run's groups
-
-
-def run_tasks(workdir: str) -> dict[str, Task]:
-    """The tasks of the run in `workdir` by id, rebuilt from its config.json (prompts and domains)."""
-    import ml_collections
-
-    from harnessrl_jax import build
-
-    with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
-        config = ml_collections.ConfigDict(json.load(f))
-    return {t.id: t for t in build.build_tasks(config)}
-
-
-def recorded_draws(workdir: str, steps: Iterable[int] | None = None):
-    """The run's recorded draws (memory.DrawRecord: step, task_id, responses, rewards, ...) in step order, read
-    from its record store under <workdir>/memory."""
-    from harnessrl_jax.memory import RecordStore
-
-    path = os.path.join(workdir, "memory", RecordStore.FILE)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{workdir} has no record store ({path}): the run kept no draws to judge")
-    store = RecordStore(path)
-    try:
-        yield from store.draws(steps)
-    finally:
-        store.close()
-
-
-def seed_anchors(workdir: str, task_ids: Sequence[str], *, seed: int = 20_000) -> dict[str, list[str]]:
-    """The seed policy's J responses to each task's bare prompt (the run's config at its initial weights, its
-    sampling settings, one fixed seed), cached in <workdir>/oracle/anchors.json so they are sampled once."""
-    import ml_collections
-
-    from harnessrl_jax import build, loop
-
-    path = os.path.join(workdir, "oracle", "anchors.json")
-    cached = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
-    missing = [t for t in task_ids if t not in cached]
-    if missing:
-        with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
-            config = ml_collections.ConfigDict(json.load(f))
-        run = build.setup(config)
-        try:
-            by_id = {t.id: t for t in run.tasks}
-            tasks = [by_id[t] for t in missing]
-            texts = loop.sample_groups(run, tasks, seed=seed).responses  # bare prompts, the config's sampling
-            cached.update({t.id: list(map(str, row)) for t, row in zip(tasks, texts)})
-        finally:
-            run.close()
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(f"{path}.tmp", "w", encoding="utf-8") as f:
-            json.dump(cached, f, indent=1)
-        os.replace(f"{path}.tmp", path)
-    return {t: cached[t] for t in task_ids}
-
-
-def oracle_run(workdir: str, oracle: PairwiseOracle, *, steps: Iterable[int] | None = None,
-               anchors: str = "seed", end_window: int = END_WINDOW, progress=None, outage=None) -> dict[str, Any]:
-    """Judges every recorded group of the run (or those of `steps`): per step the pair classes and agreement
-    (eval.agreement, `oracle/*` keys) and, unless anchors='none', the mean oracle score (win rate against the
-    seed policy's responses: anchors='seed'; or against each task's first recorded draw: 'first_draw').
-    Writes <workdir>/oracle/oracle.jsonl (one line per step, with per-task scores) and oracle/summary.json
-    (all steps, the last `end_window` steps, calls and tokens); returns the summary. `outage` is a
-    failures.OutagePolicy (default: 2% of a step's calls may go unanswered, 3 retries 30 s apart): an oracle that
-    stays down raises failures.ModelOutage instead of leaving the step's pairs out."""
-    from harnessrl_jax.failures import OutagePolicy
-
-    outage = outage or OutagePolicy(0.02, 30.0, 3, "--")
-    if anchors not in ("seed", "first_draw", "none"):
-        raise ValueError(f"anchors must be 'seed', 'first_draw' or 'none', got {anchors!r}")
-    steps = None if steps is None else {int(s) for s in steps}
-    tasks = run_tasks(workdir)
-    by_step: dict[int, list] = {}
-    first: dict[str, list[str]] = {}
-    for d in recorded_draws(workdir):
-        first.setdefault(d.task_id, list(d.responses))
-        if steps is None or d.step in steps:
-            by_step.setdefault(d.step, []).append(d)
-    unknown = sorted({d.task_id for ds in by_step.values() for d in ds} - set(tasks))
-    if unknown:
-        raise ValueError(f"{workdir}: recorded draws of tasks its config does not build: {unknown[:5]}")
-    anchor_set = {} if anchors == "none" else first if anchors == "first_draw" else \
-        seed_anchors(workdir, sorted({d.task_id for ds in by_step.values() for d in ds}))
-    out_dir = os.path.join(workdir, "oracle")
-    os.makedirs(out_dir, exist_ok=True)
-    lines, all_counts = [], []
-    for step in sorted(by_step):
-        draws = by_step[step]
-        jobs = [PairwiseOracle.pair_jobs(tasks[d.task_id], d.responses) for d in draws]
-        ajobs = [PairwiseOracle.anchor_jobs(tasks[d.task_id], d.responses, anchor_set[d.task_id])
-                 if anchor_set else [] for d in draws]
-        flat = oracle.verdicts_until_answered([j for js in jobs + ajobs for j in js], outage)
-        counts, per_task, scores = [], {}, []
-        pos = 0
-        for d, js in zip(draws, jobs):
-            o = oracle.combine(len(d.responses), flat[pos:pos + len(js)])
-            pos += len(js)
-            counts.append(agreement.pair_counts(d.rewards, o))
-        for d, js in zip(draws, ajobs):
-            if js:
-                s = oracle.combine_anchors(len(d.responses), anchor_set[d.task_id], flat[pos:pos + len(js)])
-                pos += len(js)
-                per_task[d.task_id] = float(np.nanmean(s)) if np.isfinite(s).any() else None
-                scores.append(s)
-        total = agreement.total_counts(counts)
-        all_counts.append((step, total))
-        valid = np.concatenate(scores) if scores else np.array([])
-        valid = valid[np.isfinite(valid)]
-        line = {"step": step, "groups": len(draws), **agreement.agreement_metrics(total),
-                "oracle/score_mean": float(valid.mean()) if valid.size else None, "oracle/task_scores": per_task,
-                "counts": total}
-        lines.append(line)
-        if progress is not None:
-            progress(f"oracle step {step}: {len(draws)} groups, agreement {line['oracle/agreement']:.3f}")
-    with open(os.path.join(out_dir, "oracle.jsonl.tmp"), "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write(json.dumps(_finite(line)) + "\n")
-    os.replace(os.path.join(out_dir, "oracle.jsonl.tmp"), os.path.join(out_dir, "oracle.jsonl"))
-    last = [c for s, c in all_counts if all_counts and s > all_counts[-1][0] - end_window]
-    summary = {"steps": len(lines), "groups": sum(line["groups"] for line in lines), "anchors": anchors,
-               "all": agreement.agreement_metrics(agreement.total_counts(c for _, c in all_counts)),
-               f"last_{end_window}_steps": agreement.agreement_metrics(agreement.total_counts(last)),
-               "cost": oracle.report()}
-    with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as f:
-        json.dump(_finite(summary), f, indent=1)
-    return summary
-
-
-def _finite(x):
+def strict_json(x):
     """NaN and inf as null, so the files are strict JSON."""
     if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
+        return {k: strict_json(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
+        return [strict_json(v) for v in x]
     if isinstance(x, float) and not math.isfinite(x):
         return None
     return x
@@ -425,9 +290,6 @@ def _finite(x):
 def rule_oracle_scores(tasks: Sequence[Task], responses: Sequence[Sequence[str]]) -> np.ndarray:
     """[T, J] score of each rollout under its task's rule `oracle_criteria`: the CPU stand-in of the oracle
     (analysis, never training); NaN for a task without rule oracle criteria."""
-    from harnessrl_jax.rubric.judges import RuleJudge
-    from harnessrl_jax.rubric.reward import rubric_reward
-
     judge = RuleJudge()
     out = np.full((len(tasks), len(responses[0]) if len(responses) else 0), np.nan)
     for i, (task, rs) in enumerate(zip(tasks, responses)):

@@ -38,6 +38,7 @@ import numpy as np
 
 from harnessrl_jax.eval import agreement
 from harnessrl_jax.words import INTERFACES
+from harnessrl_jax.memory import RecordStore
 
 END_WINDOW = 25  # "at the end of training": the last 25 steps (methods.md, AMB-4.11)
 
@@ -72,11 +73,9 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
-
 def _mean(rows: Sequence[Mapping[str, Any]], key: str) -> float:
     v = [float(r[key]) for r in rows if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
     return float(np.mean(v)) if v else math.nan
-
 
 def stats_from_records(metrics: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]
                        ) -> dict[str, float]:
@@ -108,7 +107,6 @@ def stats_from_records(metrics: Sequence[Mapping[str, Any]], records: Sequence[M
         out[f"accepted_{i}"] = float(sum(r.get("interface") == i for r in accepted))
     return out
 
-
 def pair_stats(metrics: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """oracle_agreement and the pair-class shares over every rollout pair of these steps (their counts summed)."""
     counts = agreement.total_counts(
@@ -120,13 +118,11 @@ def pair_stats(metrics: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     out.update({k: v for k, v in shares.items() if k.startswith("pair_")})
     return out
 
-
 def donor_share(metrics: Sequence[Mapping[str, Any]]) -> float:
     """Of the <reference> fields accepted over these steps, the share donor tasks supplied (the paper's 58%)."""
     n = sum(float(m.get(KEYS["reference_fields_from_donors"], 0.0)) for m in metrics)
     d = sum(float(m.get(KEYS["reference_fields_added"], 0.0)) for m in metrics)
     return n / d if d else math.nan
-
 
 def run_stats(workdir: str) -> dict[str, float]:
     """The statistics of the run in `workdir`, with its held-out scores when it has an eval.json."""
@@ -140,7 +136,6 @@ def run_stats(workdir: str) -> dict[str, float]:
             v = ev.get(name, {}).get("mean")
             out[key] = math.nan if v is None else float(v)
     return out
-
 
 def method_table(runs: Mapping[str, Sequence[str]], keys: Sequence[str] = (
         "heldout", "heldout_oracle", "oracle_agreement", "reversal_rate", "acceptance_rate", "evolver_share",
@@ -158,7 +153,6 @@ def method_table(runs: Mapping[str, Sequence[str]], keys: Sequence[str] = (
         rows.append(row)
     return rows
 
-
 def compare_rows(compare: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The held-out table of launch/compare.py's compare.json: per score, each method's mean and the paired
     difference with its 95% interval."""
@@ -171,7 +165,6 @@ def compare_rows(compare: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows.append({"score": "steps to best", **{m: compare["steps_to_best"][m] for m in methods}})
     return rows
 
-
 def _cell(v: Any) -> str:
     if v is None:
         return "n/a"
@@ -183,7 +176,6 @@ def _cell(v: Any) -> str:
         return f"[{v[0]:.3g}, {v[1]:.3g}]"
     return str(v)
 
-
 def markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """A Markdown table of dict rows (columns in the first row's order)."""
     if not rows:
@@ -192,7 +184,6 @@ def markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_cell(r.get(c, "")) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
-
 
 # ------------------------------------------------------------------------------------------- more paper artefacts
 
@@ -208,7 +199,6 @@ def runs_in(directory: str) -> dict[str, list[str]]:
             runs.setdefault(m.group(1), []).append(os.path.join(directory, name))
     return runs
 
-
 def _eval(workdir: str) -> dict[str, Any]:
     path = os.path.join(workdir, "eval.json")
     if not os.path.exists(path):
@@ -216,17 +206,14 @@ def _eval(workdir: str) -> dict[str, Any]:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 
-
 def _spread(values: Sequence[float]) -> dict[str, Any] | None:
     v = np.array([x for x in values if x is not None and math.isfinite(x)], np.float64)
     return {"mean": float(v.mean()), "min": float(v.min()), "max": float(v.max()), "n": int(v.size)} if v.size \
         else None
 
-
 OOD_ORDER = ("medqa", "gpqa", "writingbench", "rolebench", "ifbench")
 OOD_SUBSCORES = {"ifbench": ("prompt_strict", "instruction_strict", "prompt_loose", "instruction_loose"),
                  "rolebench": ("CUS", "SPE", "RAW"), "medqa": ("unparsed_share",), "gpqa": ("unparsed_share",)}
-
 
 def ood_rows(runs: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
     """The OOD table: per benchmark (and sub-score) and the macro aggregate, each method's mean over its runs'
@@ -246,7 +233,6 @@ def ood_rows(runs: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
     rows.append({"benchmark": "OOD aggregate (macro)",
                  **{m: _spread([b.get("aggregate") for b in bs]) for m, bs in blocks.items()}})
     return rows
-
 
 def process_stats(workdir: str, *, window: int = 100, unguided_step: int | None = None) -> dict[str, Any]:
     """A run's training-process statistics (methods.md 4.6) from metrics.jsonl and harness.jsonl:
@@ -286,7 +272,6 @@ def process_stats(workdir: str, *, window: int = 100, unguided_step: int | None 
         out[name.replace("acceptance", "measured")] = len(measured)
     return out
 
-
 def process_rows(runs: Mapping[str, Sequence[str]], *, window: int = 100) -> list[dict[str, Any]]:
     """The process statistics per method (mean and range over runs), one row per statistic."""
     per = {m: [process_stats(d, window=window) for d in dirs] for m, dirs in runs.items()}
@@ -301,7 +286,6 @@ def process_rows(runs: Mapping[str, Sequence[str]], *, window: int = 100) -> lis
             m: _spread([float(next((x["updates"] for x in s["rubric_updates"] if x["window"] == w), 0))
                         for s in st]) for m, st in per.items()}})
     return rows
-
 
 def case_study(workdir: str, task_id: str | None = None) -> dict[str, Any]:
     """One task's story (the cellulose figure): every harness action on it (step, interface, ops, label, deltas,
@@ -323,7 +307,6 @@ def case_study(workdir: str, task_id: str | None = None) -> dict[str, Any]:
     rewards: dict[int, float] = {}
     store_path = os.path.join(workdir, "memory", "memory.sqlite")
     if os.path.exists(store_path):
-        from harnessrl_jax.memory import RecordStore
 
         store = RecordStore(store_path)
         try:
@@ -339,7 +322,6 @@ def case_study(workdir: str, task_id: str | None = None) -> dict[str, Any]:
                  "accepted": [f"{a['interface']}:{'+'.join(a['ops'])}" for a in actions
                               if a["step"] == s and a["verdict"] == "accepted"]} for s in steps]
     return {"task_id": task_id, "actions": actions, "timeline": timeline}
-
 
 def cost_stats(workdir: str) -> dict[str, float]:
     """A run's cost: seconds by stage (time/<stage> summed over steps) and in total, per 100 steps, judge calls
@@ -362,7 +344,6 @@ def cost_stats(workdir: str) -> dict[str, float]:
         out["oracle_input_tokens"] = float(store.get("input_tokens", math.nan))
         out["oracle_output_tokens"] = float(store.get("output_tokens", math.nan))
     return out
-
 
 def cost_rows(runs: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
     """The cost table: per method (mean and range over runs) each stage's hours, the total per 100 steps, and the

@@ -42,6 +42,7 @@ from harnessrl_jax.evolver.rule_proposer import RuleProposer
 from harnessrl_jax.harness import ops
 from harnessrl_jax.harness.state import HarnessState
 from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS, Transitions
+from harnessrl_jax.memory.semantic import MIN_COSINE
 from harnessrl_jax.memory.store import ActionRecord
 from harnessrl_jax.rubric.schema import Task
 from harnessrl_jax.words import INTERFACES, LABELS, Interface, Label, Verdict
@@ -67,7 +68,7 @@ class EvolverConfig:
     rounds: int = 3
     interfaces: tuple[Interface, ...] = INTERFACES
     donors_k: int = 4
-    min_cosine: float = 0.82
+    min_cosine: float = MIN_COSINE
     donor_examples: int = 2
     reversal_within: int = 0
 

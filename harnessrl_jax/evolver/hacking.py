@@ -20,6 +20,8 @@ from harnessrl_jax.evolver import templates
 from harnessrl_jax.evolver.text import (content_words, cut, degenerate, length_auc, readable_pattern, rule_keywords, schema_of,
                                         search, shared_sentences, words)
 from harnessrl_jax.rubric import reward as reward_lib
+from harnessrl_jax.rubric.judges.llm import render_conversation, render_criterion
+from harnessrl_jax.rubric.judges.parse import json_objects, word_verdict
 
 # Wording that a generic response meets whatever the task: disclaimers, referrals, politeness, tone and format.
 GENERIC_WORDING = re.compile(
@@ -81,13 +83,11 @@ def judge_directed(response: str) -> str | None:
             return m.group(0)
     return None
 
-
 # Words in a criterion that a bare mention, a list or a claim can satisfy (the wording check's lexicon).
 LAX_WORDING = re.compile(
     r"\b(mention(s|ed)?|refer(s|red)? to|use(s|d)?|include(s|d)?|list(s|ed)?|name(s|d)?|note(s|d)?|acknowledge(s|d)?|"
     r"touch(es)? on|discuss(es)?|address(es)?|cover(s|ed)?|state(s|d)?|contain(s)?|specific|relevant|appropriate|some|any|"
     r"detailed|clear(ly)?)\b[^.,;:]{0,60}", re.I)
-
 
 def wording_check(criterion, responses: Sequence[str] = ()) -> str | None:
     """The exact phrase of the criterion (or its rule) that lets surface form pass, or None.
@@ -110,7 +110,6 @@ def wording_check(criterion, responses: Sequence[str] = ()) -> str | None:
         return m.group(0) if m else f"{c.rule_kwargs}"
     m = LAX_WORDING.search(c.text)
     return m.group(0).strip() if m else None
-
 
 # ---------------------------------------------------------------------------------------------- hacking signals
 
@@ -198,7 +197,6 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
                 break
     return out
 
-
 def quality_proxy(response: str, positives: Sequence[str], config) -> float:
     """An oracle-free quality score in [0, 1]: not degenerate, and (when there is a positive) how much of the first
     positive's content vocabulary it covers."""
@@ -209,7 +207,6 @@ def quality_proxy(response: str, positives: Sequence[str], config) -> float:
     ref = content_words(target)
     recall = len(ref & content_words(response)) / len(ref) if ref else 0.0
     return 0.5 * float(sound) + 0.5 * recall
-
 
 def generic_evidence(criterion, responses: Sequence[str], share: float) -> str | None:
     """Why a saturated criterion counts as met through generic content (the shared phrase), or None."""
@@ -224,7 +221,6 @@ def generic_evidence(criterion, responses: Sequence[str], share: float) -> str |
         return m.group(0)
     return None
 
-
 # ------------------------------------------------------------------------------------------------- LLM check
 
 @dataclasses.dataclass(frozen=True)
@@ -236,7 +232,6 @@ class HackingVerdict:
     phrase: str | None = None
     explanation: str = ""
 
-
 HACKING_SCHEMA = {
     "type": "object",
     "properties": {"explanation": {"type": "string"},
@@ -244,7 +239,6 @@ HACKING_SCHEMA = {
                                                           "sycophantic_refusal", "other", "none"]},
                    "phrase": {"type": "string"}, "spurious": {"type": "boolean"}},
     "required": ["explanation", "pattern", "phrase", "spurious"], "additionalProperties": False}
-
 
 class LLMHackingCheck:
     """Asks a model, through the judge protocol (`client.complete(messages, schema)`, e.g. an OpenAIJudge), whether
@@ -256,8 +250,6 @@ class LLMHackingCheck:
 
     def __call__(self, task, criterion, satisfying: Sequence[str], failing: Sequence[str],
                  positives: Sequence[str]) -> HackingVerdict:
-        from harnessrl_jax.rubric.judges.llm import render_conversation, render_criterion
-        from harnessrl_jax.rubric.judges.parse import json_objects, word_verdict
 
         def block(texts):
             texts = list(texts)[: self.max_examples]
@@ -280,4 +272,3 @@ class LLMHackingCheck:
                     phrase = None
                 return HackingVerdict(v, str(obj.get("pattern", "")), phrase, str(obj.get("explanation", "")))
         return HackingVerdict(None, explanation=f"unparsed: {out.text[:200]}")
-

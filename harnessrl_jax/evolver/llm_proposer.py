@@ -23,6 +23,8 @@ from harnessrl_jax.evolver.text import cut
 from harnessrl_jax.harness import ops
 from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS, Transitions
 from harnessrl_jax.words import Interface, Label
+from harnessrl_jax.rubric.judges.parse import json_objects, strip_thinking
+from harnessrl_jax.rubric.judges.llm import render_conversation
 
 OPS_DOC = {
     "sampling": '{"op": "downweight_task", "task_id": T}',
@@ -41,7 +43,6 @@ INTERFACE_OPS = {"sampling": ("downweight_task",), "guidance": ("add_field", "dr
                  "rubric": ("create_criterion", "rewrite_criterion", "delete_criterion", "reweight_criterion",
                             "merge_criteria", "split_criterion")}
 
-
 def proposer_schema(interface: str) -> dict:
     """JSON schema of the proposer's answer: a rationale and actions whose `op` is one of the interface's (a
     grammar-constrained server then cannot name another); the rest of each action is checked by `harness.ops`."""
@@ -50,7 +51,6 @@ def proposer_schema(interface: str) -> dict:
     return {"type": "object",
             "properties": {"rationale": {"type": "string"}, "actions": {"type": "array", "items": action}},
             "required": ["rationale", "actions"]}
-
 
 def routed(ctx: TaskContext, interface: str, drop_pass_rate: float = 0.5) -> list[Attribution]:
     """The attributions routed to `interface` (empty: nothing to do there). Guidance also gets the targets of
@@ -70,7 +70,6 @@ def routed(ctx: TaskContext, interface: str, drop_pass_rate: float = 0.5) -> lis
     if interface == Interface.RUBRIC:
         return list(att.with_label(Label.SPURIOUS)) + list(att.with_label(Label.SATURATED))
     raise ValueError(f"unknown interface {interface!r}")
-
 
 class LLMProposer:
     """Asks a model for the candidate, through the judge protocol (`client.complete(messages, schema)`, e.g. an
@@ -110,7 +109,6 @@ class LLMProposer:
 
     def parse(self, ctx: TaskContext, interface: str, text: str) -> tuple[list[ops.Action], str, str | None]:
         """(actions, rationale, why invalid or None) from the model's answer, validated against H_t."""
-        from harnessrl_jax.rubric.judges.parse import json_objects, strip_thinking
 
         obj = next((o for o in json_objects(strip_thinking(text)) if isinstance(o, dict) and "actions" in o), None)
         if obj is None:
@@ -146,7 +144,6 @@ class LLMProposer:
 
     def prompt(self, ctx: TaskContext, interface: str, targets: Sequence[Attribution],
                feedback: Sequence[Rejection]) -> str:
-        from harnessrl_jax.rubric.judges.llm import render_conversation
 
         state, tid = ctx.state, ctx.task_id
         labels = ctx.attribution.labels()
@@ -176,7 +173,6 @@ class LLMProposer:
                                                   f"{ctx.attribution.mass:.2f}; mean reward {ctx.rbar:.1f}",
             evidence="\n".join(evidence), group=group, feedback=fb)
 
-
 def _action_criteria(actions: Sequence[ops.Action]) -> list[str]:
     out = []
     for a in actions:
@@ -184,7 +180,6 @@ def _action_criteria(actions: Sequence[ops.Action]) -> list[str]:
             out.append(a.criterion_id)
         out += list(getattr(a, "criterion_ids", ()) or ())
     return out
-
 
 def _updates_text(ctx: TaskContext, limit: int = 12) -> str:
     """The task's earlier updates from the time index, newest first, one line each."""

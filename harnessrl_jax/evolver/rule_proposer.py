@@ -36,6 +36,7 @@ from harnessrl_jax.evolver.text import jaccard, words
 from harnessrl_jax.harness import ops
 from harnessrl_jax.harness.state import FIELDS, NUM_LEVELS, RubricCriterion
 from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS, DROP_ORDER, Transitions
+from harnessrl_jax.memory.semantic import MIN_COSINE
 from harnessrl_jax.memory.store import redoes
 from harnessrl_jax.rubric.reward import rubric_reward
 from harnessrl_jax.words import Interface, Label
@@ -81,7 +82,7 @@ class RuleProposer:
     source = "rule"
 
     def __init__(self, config: ProposerConfig = ProposerConfig(), *, embed: Callable[[Sequence[str]], Any] | None = None,
-                 min_cosine: float = 0.82, transitions: Transitions = DEFAULT_TRANSITIONS):
+                 min_cosine: float = MIN_COSINE, transitions: Transitions = DEFAULT_TRANSITIONS):
         self.config, self.embed, self.min_cosine, self.transitions = config, embed, min_cosine, transitions
 
     def propose(self, ctx: TaskContext, interface: Interface, feedback: Sequence[Rejection] = ()) -> Candidate | None:

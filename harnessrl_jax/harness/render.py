@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from harnessrl_jax.harness.state import FIELDS, GuidanceState
+from harnessrl_jax.harness.transitions import DROP_ORDER
 
 
 def guidance_block(fields: Sequence[tuple[str, str]]) -> str:
@@ -27,7 +28,6 @@ def guidance_block(fields: Sequence[tuple[str, str]]) -> str:
     if len(texts) != len(fields) or set(texts) - set(FIELDS):
         raise ValueError(f"fields must be distinct names among {FIELDS}, got {[n for n, _ in fields]}")
     return "\n".join(f"<{name}>{texts[name]}</{name}>" for name in FIELDS if name in texts)
-
 
 def guided_messages(prompt: Sequence[dict[str, str]], fields: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
     """A copy of `prompt` with the fields appended to its last user message; unchanged when there are none."""
@@ -40,18 +40,15 @@ def guided_messages(prompt: Sequence[dict[str, str]], fields: Sequence[tuple[str
     messages[last]["content"] = f"{messages[last]['content']}\n\n{guidance_block(fields)}"
     return messages
 
-
 def task_fields(guidance: GuidanceState, i: int) -> tuple[tuple[str, str], ...]:
     """Task i's mounted fields as (name, text) pairs."""
     return tuple((name, f.text) for name, f in guidance.task_fields(i))
-
 
 def render_prompt(tokenizer, prompt: Sequence[dict[str, str]], fields: Sequence[tuple[str, str]] = (), *,
                   tokenize: bool = False) -> str | list[int]:
     """One prompt through the chat template with the generation prompt: text, or ids (no BOS) if `tokenize`."""
     return tokenizer.apply_chat_template(guided_messages(prompt, fields), add_generation_prompt=True,
                                          tokenize=tokenize)
-
 
 def fit_fields(tokenizer, prompt: Sequence[dict[str, str]], fields: Sequence[tuple[str, str]], limit: int, *,
                min_chars: int = 40) -> tuple[tuple[tuple[str, str], ...] | None, bool]:
@@ -63,7 +60,6 @@ def fit_fields(tokenizer, prompt: Sequence[dict[str, str]], fields: Sequence[tup
     function of the texts and the tokenizer only, so the critic measures a candidate on exactly the prompt training
     will later sample it in.
     """
-    from harnessrl_jax.harness.transitions import DROP_ORDER
 
     fields = tuple((n, t) for n, t in fields)
 
@@ -88,7 +84,6 @@ def fit_fields(tokenizer, prompt: Sequence[dict[str, str]], fields: Sequence[tup
             if keep <= min_chars:
                 break
     return None, False
-
 
 def _cut(text: str, n: int) -> str:
     text = text.strip()

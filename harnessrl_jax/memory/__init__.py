@@ -13,7 +13,7 @@ import os
 import sqlite3
 from typing import Any, Iterable, Mapping, Sequence
 
-from harnessrl_jax.memory.semantic import (DEFAULT_EMBEDDER, Donor, Embedder, Example, SemanticIndex,
+from harnessrl_jax.memory.semantic import (DEFAULT_EMBEDDER, MIN_COSINE, Donor, Embedder, Example, SemanticIndex,
                                            embedder_path)
 from harnessrl_jax.memory.store import (SCHEMA_VERSION, ActionRecord, DrawRecord, RecordStore, Update,
                                         harness_changes, redoes, undoes)
@@ -93,7 +93,7 @@ class Memory:
         """Time index: the task's earlier proposed updates, newest first, accepted ones marked when undone."""
         return self.store.updates(task_id, before_step)
 
-    def query(self, text: str, k: int = 4, min_cosine: float = 0.82, exclude_task: str | None = None,
+    def query(self, text: str, k: int = 4, min_cosine: float = MIN_COSINE, exclude_task: str | None = None,
               examples: int = 2) -> list[Donor]:
         """Semantic index: related criteria of other tasks with their donor responses."""
         if self.semantic is None:

@@ -28,6 +28,8 @@ from harnessrl_jax.memory.store import RecordStore
 log = logging.getLogger(__name__)
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+# The paper's donor threshold (cosine, calibrated for bge-base-en-v1.5); config.memory.min_cosine sets a run's.
+MIN_COSINE = 0.82
 _BUNDLED = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 INDEX_KINDS = ("flat", "ivf")
 # Below this many queries faiss scans without BLAS, one query per thread: extra OpenMP threads only spin, and on a
@@ -370,7 +372,7 @@ class SemanticIndex:
         return unit_rows([known[t] if t in known else self._query_cache[t] for t in texts])
 
     def query_many(self, texts: Sequence[str], exclude_tasks: Sequence[str | None] | None = None, *, k: int = 4,
-                   min_cosine: float = 0.82, examples: int = 2) -> list[list[Donor]]:
+                   min_cosine: float = MIN_COSINE, examples: int = 2) -> list[list[Donor]]:
         """`query` for many texts in one faiss search."""
         self.embed_deferred()
         if exclude_tasks is None:
@@ -396,7 +398,7 @@ class SemanticIndex:
             out.append(donors)
         return out
 
-    def query(self, text: str, k: int = 4, min_cosine: float = 0.82, exclude_task: str | None = None,
+    def query(self, text: str, k: int = 4, min_cosine: float = MIN_COSINE, exclude_task: str | None = None,
               examples: int = 2) -> list[Donor]:
         """Top-k criteria of tasks other than `exclude_task` with cosine >= min_cosine, best first, with evidence."""
         return self.query_many([text], [exclude_task], k=k, min_cosine=min_cosine, examples=examples)[0]

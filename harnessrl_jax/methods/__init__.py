@@ -1,58 +1,116 @@
 """Training methods by name (`config.method`), each a small frozen description of its parts (`Method`); one step
-function, `loop.Stepper`, runs any description:
+(harnessrl_jax.stepper) runs any description.
 
-    method = describe(config)                    # METHODS[config.method](config) -> Method
-    stepper = loop.Stepper(run, method, workdir)  # run = build.setup(config)
-    stepper.start(extra)                          # extra: a checkpoint's `extra` slot, or None (fresh)
-    state, metrics, records = stepper.step(state, step)
+    method = describe(config)          # the registered method config.method names, or a module path's
+    check(config)                      # its problems, each naming the --config. key to fix
 
-A description names: the task sampler (`samplers.SAMPLERS`), the interfaces the evolver may update (none: the
-harness is frozen and the attributor only observes), the transition functions, whether the critic measures and the
-memory is kept, the context the loss sees, which rubric the advantages use, who writes the rollout prompts (the
-harness's fields or a published guidance rule, `guidance`) and a published rule that updates the harness after the
-evolver (`rule_updates`). The stateful parts behind those names are built by `parts.build`.
+A method is one module that registers itself:
 
-    grpo        the harness with every interface frozen (methods.md 3.1)
-    harnessrl   the full harness; ablations and interface replacements by config.harness switches (3.9)
-    ruscarl     rubric scaffolds decaying within the group and over training, bare-context loss (3.2)
-    skillrl     a skill bank distilled from successful rollouts, retrieved into the prompt, evolving (3.3)
-    evorubric   prune, regenerate and verify criteria (3.4)
-    amaris      memory-augmented rubric revision (3.5); amaris_pp: on all three interfaces (3.6)
-    sec         SEC's curriculum bandit over task arms (3.7)
-    coca        CoCA: query-only and rubric-guided groups, per-visit calibration, frontier-guided self-distillation
-                (methods.md 1; its scheme replaces the group and train stages: methods.coca_step)
-    harnessbandit   one prompt harness (arm) per step, scheduled by learnability x transferability (2)
-    mixture     every batch mixes all of HarnessBandit's arms; mixture2: two of them (2.12)
+    @methods.register("my_method", settings=("my_method", MyConfig), check=my_check)
+    def describe(config) -> Method: ...
 
-Add a method by registering a function from the config to its description here (docs/design.md, "Adding a
-method").
+`settings` names the method's own config section and its dataclass (the defaults, once); `check(config)` returns
+its problems; `defaults` are top-level config values the method's paper fixes (a config file's `:method=NAME`
+option applies them: experiments/base.py). Every module of this package is imported when the package is, so a new
+file registers itself; `config.method` may also be a dotted module path (`my_lab.my_method`) of a module outside the package that defines
+`describe(config) -> Method` (and optionally `check(config)`, `SETTINGS = (key, dataclass)` and `DEFAULTS`).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+import importlib
+import pkgutil
+from typing import Any, Callable
 
-# The method modules stay the package's attributes (`harnessrl_jax.methods.ruscarl.scaffold_ratios`,
-# `...sec.update_values`, `...coca.diagnose`, `...harnessbandit.selection_probs` are DESIGN contracts): the registry
-# holds their functions without rebinding the module names.
-from harnessrl_jax.methods import (amaris, coca, evorubric, grpo, harnessbandit, harnessrl, mixture, ruscarl, sec,
-                                   skillrl)
-from harnessrl_jax.methods.base import ADVANTAGE_RUBRICS, LOSS_CONTEXTS, Method
-from harnessrl_jax.methods.samplers import SAMPLERS, EpochSampler, HarnessSampler
+from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.methods.base import Method
+from harnessrl_jax.settings import typed
 
-METHODS: dict[str, Callable[..., Method]] = {
-    "grpo": grpo.grpo, "harnessrl": harnessrl.harnessrl, "ruscarl": ruscarl.ruscarl, "skillrl": skillrl.skillrl,
-    "evorubric": evorubric.evorubric, "amaris": amaris.amaris, "amaris_pp": amaris.amaris_pp, "sec": sec.sec,
-    "coca": coca.coca, "harnessbandit": harnessbandit.harnessbandit_method, "mixture": mixture.mixture_method,
-    "mixture2": mixture.mixture2_method}
+
+@dataclasses.dataclass(frozen=True)
+class Registered:
+    """A method as registered: its description, its checks, and its own config section (key, dataclass) if any."""
+
+    name: str
+    describe: Callable[[Any], Method]
+    check: Callable[[Any], list[str]] | None = None
+    settings: tuple[str, type] | None = None
+    defaults: tuple[tuple[str, Any], ...] = ()
+
+
+METHODS: dict[str, Registered] = {}
+# config section -> settings dataclass, for every section a method module registered (methods share some: HarnessRL's
+# interface replacements read config.sec, config.ruscarl and config.evorubric)
+SETTINGS: dict[str, type] = {}
+
+
+def register(name: str, *, check: Callable[[Any], list[str]] | None = None,
+             settings: tuple[str, type] | None = None, defaults: dict[str, Any] | None = None):
+    """Decorator registering `describe(config) -> Method` under `name`, with the method's checks, settings and
+    config defaults."""
+    def wrap(describe_fn):
+        if name in METHODS and METHODS[name].describe is not describe_fn:
+            raise ValueError(f"method {name!r} is registered twice ({METHODS[name].describe.__module__} and "
+                             f"{describe_fn.__module__})")
+        METHODS[name] = Registered(name, describe_fn, check, settings, tuple((defaults or {}).items()))
+        if settings is not None:
+            register_settings(*settings)
+        return describe_fn
+    return wrap
+
+
+def register_settings(key: str, cls: type) -> None:
+    """Registers config.<key> as a settings section of dataclass `cls` (experiments/base.py builds it)."""
+    if SETTINGS.get(key, cls) is not cls:
+        raise ValueError(f"config section {key!r} is registered twice ({SETTINGS[key].__name__}, {cls.__name__})")
+    SETTINGS[key] = cls
+
+
+def settings(config, key: str):
+    """The typed config.<key> of a registered settings section (its defaults where the config has no section)."""
+    return typed(SETTINGS[key], config.get(key) or {}, key)
+
+
+def lookup(name: str) -> Registered:
+    """The registered method `name`, or the module at dotted path `name` (its describe, check and SETTINGS)."""
+    if name in METHODS:
+        return METHODS[name]
+    if "." not in name:
+        raise ConfigError([f"--config.method={name!r}: known methods {sorted(METHODS)}, or a module path "
+                           f"(my_lab.my_method) whose module defines describe(config)"])
+    try:
+        module = importlib.import_module(name)
+    except ImportError as e:
+        raise ConfigError([f"--config.method={name!r}: cannot import the module ({e})"]) from None
+    describe_fn = getattr(module, "describe", None)
+    if not callable(describe_fn):
+        raise ConfigError([f"--config.method={name!r}: the module defines no describe(config) -> Method"])
+    section = getattr(module, "SETTINGS", None)
+    if section is not None:
+        register_settings(*section)
+    return Registered(name, describe_fn, getattr(module, "check", None), section,
+                      tuple(getattr(module, "DEFAULTS", {}).items()))
 
 
 def describe(config) -> Method:
-    """The description of config.method under `config`."""
-    if config.method not in METHODS:
-        raise ValueError(f"--config.method={config.method!r}: known methods {sorted(METHODS)}")
-    return METHODS[config.method](config)
+    """The description of config.method under `config` (the one place a config becomes a method)."""
+    method = lookup(config.method).describe(config)
+    if not isinstance(method, Method):
+        raise ConfigError([f"--config.method={config.method!r}: describe(config) returned {type(method).__name__}, "
+                           f"not a Method"])
+    return method
 
 
-__all__ = ["ADVANTAGE_RUBRICS", "EpochSampler", "HarnessSampler", "LOSS_CONTEXTS", "METHODS", "Method", "SAMPLERS",
-           "describe"]
+def check(config) -> list[str]:
+    """The problems config.method's own checks find (each naming the --config. key to fix)."""
+    found = lookup(config.method).check
+    return list(found(config)) if found is not None else []
+
+
+# Every module of the package, so each method registers itself (a new file needs no edit here).
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["METHODS", "Method", "Registered", "SETTINGS", "check", "describe", "lookup", "register",
+           "register_settings", "settings"]

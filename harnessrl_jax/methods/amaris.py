@@ -26,22 +26,29 @@ their share of the points is fixed, so the rule leaves them alone.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Sequence
 
 import numpy as np
 
+from harnessrl_jax import methods
 from harnessrl_jax.evolver import templates
 from harnessrl_jax.evolver.candidates import Candidate
 from harnessrl_jax.evolver.llm_proposer import OPS_DOC
 from harnessrl_jax.evolver.text import cut
 from harnessrl_jax.evolver.tightening import replace_number, tags_with_kwargs, tightened_thresholds
 from harnessrl_jax.harness import ops
-from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS
+from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS, FROZEN_TRANSITIONS, apply_rubric
 from harnessrl_jax.methods import llm
+from harnessrl_jax.methods.base import Method
 from harnessrl_jax.methods.embedding import VectorIndex, text_embedder
 from harnessrl_jax.methods.guidance import load_template
+from harnessrl_jax.methods.parts import HarnessRule, PartsContext
+from harnessrl_jax.methods.samplers import configured
 from harnessrl_jax.methods.updates import RuleCandidate, RuleInput, RuleProposal, achieved
+from harnessrl_jax.rubric.judges.llm import render_conversation
 from harnessrl_jax.rubric.reward import rubric_reward
+from harnessrl_jax.settings import section
 from harnessrl_jax.words import INTERFACES, Interface, Label
 
 ANALYSE_SCHEMA = {"type": "object", "properties": {
@@ -122,9 +129,11 @@ def recurring(current: Sequence[str], past: Sequence[Sequence[str]]) -> list[str
     return [i for i in current if all(i in p for p in past)]
 
 
-class AMARISRule:
+class AMARISRule(HarnessRule):
     """AMARIS (interfaces: the rubric; dynamic retrieval) or AMARIS++ (all three; static retrieval only) as a
     harness update after the evolver (methods.updates)."""
+
+    uses_evolver_model = True
 
     def __init__(self, config: AMARISConfig = AMARISConfig(), *, plus: bool = False, client=None,
                  total_steps: int = 1):
@@ -136,6 +145,12 @@ class AMARISRule:
         if client is not None:
             self.analyse_template = load_template("amaris_analyse")
             self.revise_template = load_template("amaris_revise")
+
+    @classmethod
+    def build(cls, ctx: PartsContext, *, settings: AMARISConfig, plus: bool = False):
+        rule = cls(settings, plus=plus, client=ctx.client, total_steps=ctx.config.total_steps)
+        rule.start(ctx.memory)
+        return rule
 
     @property
     def dynamic(self) -> bool:
@@ -166,8 +181,6 @@ class AMARISRule:
         base = rule_analysis(criteria, S, rewards)
         if self.client is None:
             return base
-        from harnessrl_jax.rubric.judges.llm import render_conversation
-
         S = np.asarray(S, np.float64)
         rubric = "\n".join(f"- {c.id} [{c.points:+g}] {c.text}" for c in criteria)
         group = "\n".join(f"--- rollout {j} (reward {rewards[j]:.1f}; verdicts "
@@ -185,8 +198,6 @@ class AMARISRule:
         """(actions, rationale, why invalid or None) for draw n."""
         if self.client is None:
             return self.rule_revise(inp, n, analysis, past), "rule reviser", None
-        from harnessrl_jax.rubric.judges.llm import render_conversation
-
         g, H = inp.draws[n], inp.state
         tid = g.task.id
         rubric = "\n".join(f"- {c.id} [{c.points:+g} points{', ANCHOR: reweight only' if c.anchor else ''}] "
@@ -309,26 +320,21 @@ class AMARISRule:
         out.metrics = {f"{self.name}/{k}": float(v) for k, v in counts.items()}
         return out
 
-    def state_dict(self) -> dict:
-        return {}
 
-    def load_state_dict(self, state) -> None:
-        pass
-
-
-def amaris(config):
+@methods.register("amaris", settings=("amaris", AMARISConfig))
+def amaris(config) -> Method:
     """AMARIS: the analyst-reviser loop on the rubric with static and dynamic retrieval, applied unmeasured."""
-    from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS, apply_rubric
-    from harnessrl_jax.methods.base import Method
-
-    return Method(name="amaris", sampler=config.tasks.sampler,
+    return Method(name="amaris", sampler=configured(config),
                   transitions=dataclasses.replace(FROZEN_TRANSITIONS, rubric=apply_rubric), critic=False,
-                  memory=not config.harness.no_memory, rule_updates="amaris", rule_interfaces=(Interface.RUBRIC,))
+                  memory=not section(config, "harness").no_memory,
+                  rule=functools.partial(AMARISRule, settings=methods.settings(config, "amaris")),
+                  rule_interfaces=(Interface.RUBRIC,))
 
 
-def amaris_pp(config):
+@methods.register("amaris_pp", settings=("amaris", AMARISConfig))
+def amaris_pp(config) -> Method:
     """AMARIS++: the reviser over all three interfaces, static (same-task) retrieval only, no critic."""
-    from harnessrl_jax.methods.base import Method
-
-    return Method(name="amaris_pp", sampler=config.tasks.sampler, critic=False,
-                  memory=not config.harness.no_memory, rule_updates="amaris_pp", rule_interfaces=INTERFACES)
+    return Method(name="amaris_pp", sampler=configured(config), critic=False,
+                  memory=not section(config, "harness").no_memory,
+                  rule=functools.partial(AMARISRule, settings=methods.settings(config, "amaris"), plus=True),
+                  rule_interfaces=INTERFACES)

@@ -24,9 +24,14 @@ import json
 import os
 from typing import Callable, Sequence
 
+import numpy as np
+
 from harnessrl_jax.evolver import templates
+from harnessrl_jax.harness.render import fit_fields, guided_messages, task_fields
+from harnessrl_jax.harness.state import HarnessState
 from harnessrl_jax.methods.guidance import PROMPTS_DIR, Messages, PromptBudget, TaskPrompts, after_last_user, \
     with_system
+from harnessrl_jax.methods.parts import PartsContext, PromptWriter
 
 DEFAULT_ARMS = ("plain", "sys_helpful", "sys_expert", "structured", "concise", "plan_first")
 HELDOUT_ARM = "persona_roleplay"
@@ -82,9 +87,6 @@ ARMS: dict[str, ArmSpec] = {
 def snapshot_arm(path: str) -> ArmSpec:
     """A frozen HarnessRL harness as an arm: its guidance fields rendered after the request, its rubric scored;
     tasks it does not hold get the bare prompt and the run's rubric."""
-    from harnessrl_jax.harness.render import guided_messages, task_fields
-    from harnessrl_jax.harness.state import HarnessState
-
     if not os.path.isfile(path):
         raise ValueError(f"snapshot arm {path!r}: no such file (a HarnessState JSON)")
     with open(path, encoding="utf-8") as f:
@@ -126,8 +128,6 @@ def arm_prompts(spec: ArmSpec, tasks: Sequence, criteria: Sequence[Sequence], bu
                 ) -> list[TaskPrompts]:
     """One prompt per task under the arm; a prompt over the budget is sampled bare (`over_budget`), a snapshot's
     fields are first shortened to fit (render.fit_fields)."""
-    from harnessrl_jax.harness.render import fit_fields, guided_messages
-
     out = []
     for task, crit in zip(tasks, criteria):
         bare = tuple(dict(m) for m in task.prompt)
@@ -156,5 +156,61 @@ def arm_criteria(spec: ArmSpec, tasks: Sequence, criteria: Sequence[Sequence]) -
     return [tuple(spec.rubric(t, c)) for t, c in zip(tasks, criteria)]
 
 
-__all__ = ["ARMS", "ArmSpec", "DEFAULT_ARMS", "HELDOUT_ARM", "arm", "arm_criteria", "arm_prompts",
-           "check_names", "snapshot_arm"]
+class ArmsGuidance(PromptWriter):
+    """Prompts of each drawn task under its arm: `choose(idx, seed)` gives the arm index per task. A snapshot arm
+    whose rubric differs from the run's gives `criteria` (the rubric the advantages use)."""
+
+    name = "arms"
+
+    def __init__(self, names: Sequence[str], choose: Callable[[Sequence[int], int], Sequence[int]]):
+        self.names = list(names)
+        self.specs = [arm(n) for n in self.names]
+        self.choose = choose
+        self._which: list[int] = []
+        self._metrics: dict[str, float] = {}
+
+    @classmethod
+    def build(cls, ctx: PartsContext, *, names: Sequence[str], key: str, heldout: str,
+              follow_sampler: bool = False):
+        """Each task under an arm drawn uniformly from the step seed, or (`follow_sampler`) every task under the
+        one arm the run's sampler drew for the step (HarnessBandit's)."""
+        if follow_sampler:
+            sampler = ctx.sampler
+            if list(sampler.arm_names) != list(names):
+                raise ValueError(f"--config.{key}: the sampler draws arms {sampler.arm_names}, not {list(names)}")
+            return cls(names, lambda idx, seed: [sampler.arm] * len(idx))
+        return cls(names, uniform_choice(len(names)))
+
+    @classmethod
+    def check(cls, config, *, names: Sequence[str], key: str, heldout: str, follow_sampler: bool = False
+              ) -> list[str]:
+        return ([f"--config.{key}: {e}" for e in check_names(names)]
+                + [f"--config.bandit.heldout_arm: {e}" for e in check_names([heldout])])
+
+    def prompts(self, harness, idx, tasks, *, step: int, seed: int, budget):
+        self._which = [int(a) for a in self.choose(idx, seed)]
+        out = [arm_prompts(self.specs[a], [t], [harness.criteria(t.id)], budget)[0]
+               for t, a in zip(tasks, self._which)]
+        self._metrics = {"arms/over_budget": float(sum(p.over_budget for p in out)),
+                         "arms/distinct": float(len(set(self._which)))}
+        return out
+
+    def criteria(self, harness, tasks) -> list[tuple] | None:
+        """Per task the rubric of its arm, or None when every arm keeps the run's rubric (prompt arms)."""
+        if all(self.specs[a].fields is None for a in self._which):
+            return None
+        return [arm_criteria(self.specs[a], [t], [harness.criteria(t.id)])[0] for t, a in zip(tasks, self._which)]
+
+    def metrics(self) -> dict[str, float]:
+        return dict(self._metrics)
+
+
+def uniform_choice(num_arms: int):
+    """Each task's arm uniformly at random, from the step seed (a resumed run draws the same)."""
+    def choose(idx, seed):
+        return np.random.default_rng((int(seed) % (2**32), 1)).integers(0, num_arms, len(idx))
+    return choose
+
+
+__all__ = ["ARMS", "ArmsGuidance", "ArmSpec", "DEFAULT_ARMS", "HELDOUT_ARM", "arm", "arm_criteria", "arm_prompts",
+           "check_names", "snapshot_arm", "uniform_choice"]

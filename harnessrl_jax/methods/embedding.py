@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from harnessrl_jax.evolver.text import words
+from harnessrl_jax.memory.semantic import DEFAULT_EMBEDDER, shared_embedder
 
 LEXICAL_DIM = 1024
 
@@ -37,8 +38,6 @@ def text_embedder(name: str, memory=None) -> Callable[[Sequence[str]], np.ndarra
     if name == "memory":
         semantic = getattr(memory, "semantic", None)
         return semantic.embedder.encode if semantic is not None else lexical_encode
-    from harnessrl_jax.memory.semantic import DEFAULT_EMBEDDER, shared_embedder
-
     return shared_embedder(DEFAULT_EMBEDDER if name == "default" else name).encode  # the memory's, when the same
 
 

@@ -25,23 +25,30 @@ a criterion is well formed, checkable and not a near-duplicate.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Sequence
 
 import numpy as np
 
+from harnessrl_jax import methods
 from harnessrl_jax.evolver import templates
 from harnessrl_jax.evolver.attributor import satisfied
 from harnessrl_jax.evolver.candidates import Candidate
-from harnessrl_jax.evolver.text import content_words, jaccard, words
+from harnessrl_jax.evolver.text import content_words, cut, jaccard, words
 from harnessrl_jax.evolver.tightening import rule_tags
 from harnessrl_jax.harness import ops
-from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS
+from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS, FROZEN_TRANSITIONS, apply_rubric
 from harnessrl_jax.methods import llm
+from harnessrl_jax.methods.base import Method
 from harnessrl_jax.methods.guidance import load_template
+from harnessrl_jax.methods.parts import HarnessRule, PartsContext
+from harnessrl_jax.methods.samplers import configured
 from harnessrl_jax.methods.updates import RuleCandidate, RuleInput, RuleProposal
 from harnessrl_jax.rubric import rules
+from harnessrl_jax.rubric.judges.llm import render_conversation
 from harnessrl_jax.rubric.reward import rubric_reward, varies
 from harnessrl_jax.rubric.schema import Criterion
+from harnessrl_jax.settings import section
 from harnessrl_jax.words import Interface, Label
 
 ORIGIN = "evorubric"
@@ -198,18 +205,23 @@ def rule_meta_check(draft: Draft, existing: Sequence[str], *, near_duplicate: fl
     return None
 
 
-class EvoRubricRule:
+class EvoRubricRule(HarnessRule):
     """The rule as a harness update after the evolver (methods.updates); `client` is the evolver model's, or None
     for the rule generator and meta-verifier."""
 
     name = "evorubric"
     interfaces = (Interface.RUBRIC,)
+    uses_evolver_model = True
 
     def __init__(self, config: EvoRubricConfig = EvoRubricConfig(), client=None):
         self.config, self.client = config, client
         if client is not None:
             self.generate_template = load_template("evorubric_generate")
             self.verify_template = load_template("evorubric_verify")
+
+    @classmethod
+    def build(cls, ctx: PartsContext, *, settings: EvoRubricConfig):
+        return cls(settings, client=ctx.client)
 
     # -- the model's part, or the rules' ---------------------------------------------------------------------
 
@@ -218,9 +230,6 @@ class EvoRubricRule:
         if self.client is None:
             return rule_drafts(task, responses, rewards, points, size=c.set_size, seed=seed,
                                min_word_len=c.min_word_len)
-        from harnessrl_jax.evolver.text import cut
-        from harnessrl_jax.rubric.judges.llm import render_conversation
-
         order = np.argsort(-np.nan_to_num(np.asarray(rewards, np.float64), nan=-1e9))
         best, worst = responses[int(order[0])], responses[int(order[-1])]
         prompt = templates.fill(
@@ -239,8 +248,6 @@ class EvoRubricRule:
         why = rule_meta_check(draft, existing, near_duplicate=self.config.near_duplicate)
         if why is not None or self.client is None:
             return why
-        from harnessrl_jax.rubric.judges.llm import render_conversation
-
         prompt = templates.fill(self.verify_template, conversation=render_conversation(task), criterion=draft.text)
         obj = llm.ask(self.client, prompt, VERIFY_SCHEMA, "accept")
         if obj is None:
@@ -347,20 +354,13 @@ class EvoRubricRule:
     def source(self) -> str:
         return "evorubric-llm" if self.client is not None else "evorubric-rule"
 
-    def state_dict(self) -> dict:
-        return {}
 
-    def load_state_dict(self, state) -> None:
-        pass
-
-
-def evorubric(config):
+@methods.register("evorubric", settings=("evorubric", EvoRubricConfig))
+def evorubric(config) -> Method:
     """EvoRubric alone: its prune-regenerate-verify rule on the rubric, no anchors (AMB-3.7), no critic (its own
     verification replaces it); sampling and guidance frozen."""
-    from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS, apply_rubric
-    from harnessrl_jax.methods.base import Method
-
-    return Method(name="evorubric", sampler=config.tasks.sampler,
+    return Method(name="evorubric", sampler=configured(config),
                   transitions=dataclasses.replace(FROZEN_TRANSITIONS, rubric=apply_rubric), critic=False,
-                  memory=not config.harness.no_memory, rule_updates="evorubric", rule_interfaces=(Interface.RUBRIC,),
-                  anchors=False)
+                  memory=not section(config, "harness").no_memory,
+                  rule=functools.partial(EvoRubricRule, settings=methods.settings(config, "evorubric")),
+                  rule_interfaces=(Interface.RUBRIC,), anchors=False)

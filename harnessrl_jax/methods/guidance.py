@@ -1,12 +1,11 @@
-"""Guidance rules: who writes the prompts a task's rollouts are sampled in.
+"""Prompt writers (methods.parts.PromptWriter): who writes the prompts a task's rollouts are sampled in, and the
+helpers they share.
 
-    prompts = rule.prompts(H, idx, tasks, step=step, seed=seed, budget=budget)   # None, or one TaskPrompts per task
-
-`None` means the harness's own mounted fields (HarnessRL's guidance interface; `loop.sample_groups` renders them
-after the prompt). A published rule returns, per drawn task, either one message list shared by its group (SkillRL:
-skills mounted on every rollout) or J of them, one per rollout (RuscaRL: scaffolds that differ within the group);
-`loop.sample_groups` then generates n = 1 per prompt and still groups the rows by task. Every prompt must fit the
-run's prompt budget (`PromptBudget`); a rule shortens what it mounts to fit, and samples bare what cannot fit.
+`HarnessPrompts` (the default) returns None: the harness's own mounted fields, rendered after the prompt by
+stages.sample_groups. A published rule returns, per drawn task, either one message list shared by its group
+(SkillRL: skills mounted on every rollout) or J of them, one per rollout (RuscaRL: scaffolds that differ within the
+group); sample_groups then generates n = 1 per prompt and still groups the rows by task. Every prompt must fit the
+run's prompt budget (`PromptBudget`): a writer shortens what it mounts to fit, and samples bare what cannot fit.
 """
 
 from __future__ import annotations
@@ -16,6 +15,8 @@ import os
 from typing import Any, Mapping, Sequence
 
 from harnessrl_jax.evolver import templates
+from harnessrl_jax.methods.parts import PromptWriter
+from harnessrl_jax.stages import TaskPrompts
 
 PROMPTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prompts")
 Messages = tuple[Mapping[str, str], ...]
@@ -24,18 +25,6 @@ Messages = tuple[Mapping[str, str], ...]
 def load_template(name: str) -> str:
     """A prompt template of methods/prompts by name (`ruscarl_scaffold`), or a path to a .txt file."""
     return templates.load(name if os.sep in name or name.endswith(".txt") else os.path.join(PROMPTS_DIR, f"{name}.txt"))
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskPrompts:
-    """The prompts of one drawn task: one message list (shared by the group) or one per rollout; `guided`: some
-    prompt carries more than the bare task; `shortened`: what was mounted was cut to fit the budget;
-    `over_budget`: some rollout that should have been guided was sampled bare because nothing fit."""
-
-    messages: tuple[Messages, ...]
-    guided: bool = False
-    shortened: bool = False
-    over_budget: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,13 +62,14 @@ def after_last_user(prompt: Sequence[Mapping[str, str]], block: str) -> Messages
     return tuple(messages)
 
 
-class HarnessGuidance:
-    """HarnessRL's guidance interface: the prompts are the harness's mounted fields (rendered by the loop)."""
+class HarnessPrompts(PromptWriter):
+    """HarnessRL's guidance interface: the prompts are the harness's mounted fields (rendered by the stages)."""
 
-    name = "harness"
+    writes_prompts = False
 
     def prompts(self, harness, idx, tasks, *, step: int, seed: int, budget: PromptBudget):
         return None
 
-    def metrics(self) -> dict[str, float]:
-        return {}
+
+__all__ = ["HarnessPrompts", "Messages", "PROMPTS_DIR", "PromptBudget", "TaskPrompts", "after_last_user",
+           "load_template", "with_system"]

@@ -23,13 +23,21 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import logging
+import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harnessrl_jax.methods.arms import DEFAULT_ARMS, HELDOUT_ARM
+from harnessrl_jax import methods
+from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
+from harnessrl_jax.methods.arms import DEFAULT_ARMS, HELDOUT_ARM, SNAPSHOT, ArmsGuidance
+from harnessrl_jax.methods.base import Method
+from harnessrl_jax.methods.parts import PartsContext, TaskSampler
+from harnessrl_jax.rl.sketch import make_sketch_spec
+from harnessrl_jax.settings import section
 
 log = logging.getLogger(__name__)
 
@@ -263,20 +271,15 @@ def pool_draw(state: BanditState, arm: int, batch_size: int, num_tasks: int, see
 
 def arm_label(name: str) -> str:
     """A metric-key form of an arm name (a snapshot arm by its file's stem)."""
-    from harnessrl_jax.methods.arms import SNAPSHOT
-
     if name.startswith(SNAPSHOT):
-        import os
-
         return "snapshot_" + os.path.splitext(os.path.basename(name[len(SNAPSHOT):]))[0]
     return name
 
 
-class BanditSampler:
-    """The scheduler as a task sampler (samplers.SAMPLERS['bandit']): `draw` picks the step's arm (round-robin,
-    then UCB-softmax with the floor, from a generator seeded by the step seed) and takes the next tasks of that
-    arm's pool; `after_update(advantages, sketch)` after the train step observes the arm. The whole BanditState
-    is checkpointed through state_dict."""
+class BanditSampler(TaskSampler):
+    """The scheduler as a task sampler: `draw` picks the step's arm (round-robin, then UCB-softmax with the floor,
+    from a generator seeded by the step seed) and takes the next tasks of that arm's pool; `after_update(advantages,
+    sketch)` after the train step observes the arm. The whole BanditState is checkpointed through state_dict."""
 
     name = "bandit"
     follows_harness = False  # p_t plays no part: the bandit draws arms, each arm its own pool
@@ -291,10 +294,8 @@ class BanditSampler:
         self._last: dict[str, float] = {}
 
     @classmethod
-    def create(cls, tasks: Sequence, config) -> "BanditSampler":
-        from harnessrl_jax import configs
-
-        return cls(len(tasks), seed=config.seed, config=configs.method_config(config, "bandit"))
+    def build(cls, ctx: PartsContext, *, settings: BanditConfig) -> "BanditSampler":
+        return cls(len(ctx.tasks), seed=ctx.config.seed, config=settings)
 
     def draw(self, harness, seed: int, batch_size: int) -> tuple[list[int], np.ndarray]:
         """(task indices, u = 1) of one harness-pure step; sets `arm`."""
@@ -305,14 +306,13 @@ class BanditSampler:
                       "bonus": self.config.bonus / np.sqrt(self.state.n + 1.0)}
         return idx, np.ones(batch_size, np.float32)
 
-    def observe(self, idx, rewards) -> None:
-        pass  # the bandit observes after the update, when the sketch exists (after_update)
-
     def after_update(self, advantages, sketch) -> None:
         """Learnability of this step's advantages [T, J] and the update's gradient sketch, folded into the arm's
         value; the step's `bandit/*` metrics."""
         if self.arm is None:
             raise RuntimeError("after_update before draw")
+        if sketch is None:
+            raise ValueError("the bandit observes the update's gradient sketch: the method needs Method.sketch")
         sketch = np.asarray(sketch, np.float32).reshape(-1)
         state = self.state
         if state.emas.shape[1] != sketch.size:
@@ -359,11 +359,29 @@ class BanditSampler:
         self.state = BanditState.from_dict(state["state"])
 
 
-def harnessbandit_method(config):
+def check_rloo(config) -> list[str]:
+    """HarnessBandit and its mixtures train with Dr.GRPO's leave-one-out baseline (methods.md 2.3)."""
+    if config.advantage != "rloo":
+        return [f"--config.advantage={config.advantage!r}: {config.method} trains with Dr.GRPO's leave-one-out "
+                f"baseline (methods.md 2.3): set --config.advantage=rloo (the `:method={config.method}` config "
+                f"argument sets it)"]
+    return []
+
+
+def sketch_spec(config, model_config):
+    """The gradient sketch's coordinates for config.bandit (the last K blocks, d coordinates, a fixed seed)."""
+    b = methods.settings(config, "bandit")
+    return make_sketch_spec(model_config, b.sketch_dim, last_blocks=b.sketch_blocks, seed=b.sketch_seed)
+
+
+@methods.register("harnessbandit", settings=("bandit", BanditConfig), check=check_rloo,
+                  defaults={"advantage": "rloo"})
+def harnessbandit_method(config) -> Method:
     """HarnessBandit: harness-pure steps, the arm scheduled by the bandit; the harness itself frozen (the seed
     rubric, no evolver), the train step returning the gradient sketch."""
-    from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
-    from harnessrl_jax.methods.base import Method
-
-    return Method(name="harnessbandit", sampler="bandit", guidance="arms", transitions=FROZEN_TRANSITIONS,
-                  memory=not config.harness.no_memory, sketch=True)
+    bandit = methods.settings(config, "bandit")
+    return Method(name="harnessbandit", sampler=functools.partial(BanditSampler, settings=bandit),
+                  prompts=functools.partial(ArmsGuidance, names=bandit.arms, key="bandit.arms",
+                                            heldout=bandit.heldout_arm, follow_sampler=True),
+                  transitions=FROZEN_TRANSITIONS, memory=not section(config, "harness").no_memory,
+                  sketch=sketch_spec)

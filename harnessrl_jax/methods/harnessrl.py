@@ -1,46 +1,48 @@
 """HarnessRL: GRPO while the harness H_t = (p_t, g_t, c_t) co-evolves with the policy (attributor -> proposer ->
-just-in-time critic, backed by the memory). Its ablations (methods.md 3.9) are config.harness switches:
-no_critic, no_memory (and both: the paper's cumulative row), only_guidance / only_rubric / only_sampling, and the
-interface replacements (3.9.4, 3.10): `sampling_rule='sec'` (SEC's bandit draws the tasks), `guidance_rule=
-'ruscarl'` (RuscaRL's scaffolds of the current criteria, the bare-context loss), `rubric_rule='evorubric'`
-(EvoRubric's prune-regenerate-verify loop, anchors protected). The replaced interface leaves the evolver; the other
-two keep attributor, memory and critic. `gate_replaced_rule` (default True, the issue's reading: the critic gates
-what it gated before) has the critic measure the replaced rule's harness actions -- only EvoRubric's rubric
-updates are actions; SEC's values and RuscaRL's schedule are not -- and False runs them as published (AMB-3.18)."""
+just-in-time critic, backed by the memory). Its ablations are config.harness switches: no_critic, no_memory (both:
+the paper's cumulative row), only_guidance / only_rubric / only_sampling, and the interface replacements, where one
+interface runs a published rule and the other two keep HarnessRL's mechanism: `sampling_rule='sec'` (SEC's bandit
+draws the tasks), `guidance_rule='ruscarl'` (RuscaRL's scaffolds of the current criteria, the bare-context loss),
+`rubric_rule='evorubric'` (EvoRubric's prune-regenerate-verify loop, anchors protected). `gate_replaced_rule` has
+the critic measure the replaced rule's harness actions (only EvoRubric's rubric updates are actions; SEC's values
+and RuscaRL's schedule are not).
+"""
 
 from __future__ import annotations
 
+import functools
+
+from harnessrl_jax import methods
 from harnessrl_jax.methods.base import Method
+from harnessrl_jax.methods.evorubric import EvoRubricRule
+from harnessrl_jax.methods.ruscarl import RuscaRLGuidance
+from harnessrl_jax.methods.samplers import configured
+from harnessrl_jax.methods.schemes import GRPOScheme
+from harnessrl_jax.methods.sec import SECSampler
+from harnessrl_jax.settings import section
 from harnessrl_jax.words import Interface
 
-SAMPLING_RULES = ("harnessrl", "sec")
-GUIDANCE_RULES = ("harnessrl", "ruscarl")
-RUBRIC_RULES = ("harnessrl", "evorubric")
 
-
+@methods.register("harnessrl")
 def harnessrl(config) -> Method:
     """HarnessRL: the interfaces config.harness leaves on (all three, or one with only_*) less any replaced by a
     published rule, the critic and the memory unless ablated, the loss context and advantage rubric config.harness
     names (the bare context under RuscaRL's guidance)."""
-    from harnessrl_jax import configs
-
-    h = config.harness
-    sampling, guidance, rubric = (h.get("sampling_rule", "harnessrl"), h.get("guidance_rule", "harnessrl"),
-                                  h.get("rubric_rule", "harnessrl"))
-    for key, value, allowed in (("sampling_rule", sampling, SAMPLING_RULES), ("guidance_rule", guidance,
-                                                                             GUIDANCE_RULES),
-                                ("rubric_rule", rubric, RUBRIC_RULES)):
-        if value not in allowed:
-            raise ValueError(f"--config.harness.{key}={value!r}: expected one of {allowed}")
-    replaced = {Interface.SAMPLING: sampling != "harnessrl", Interface.GUIDANCE: guidance != "harnessrl",
-                Interface.RUBRIC: rubric != "harnessrl"}
-    interfaces = tuple(i for i in configs.interfaces(config) if not replaced[i])
-    kw = {}
-    if guidance == "ruscarl":
-        kw.update(guidance="ruscarl", loss_context="bare", tis_cap=configs.method_config(config, "ruscarl").tis_cap)
-    if rubric == "evorubric":
-        kw.update(rule_updates="evorubric", rule_interfaces=(Interface.RUBRIC,),
-                  rule_gated=bool(h.get("gate_replaced_rule", True)))
-    return Method(name="harnessrl", sampler="sec" if sampling == "sec" else config.tasks.sampler,
-                  interfaces=interfaces, critic=not h.no_critic, memory=not h.no_memory,
-                  loss_context=kw.pop("loss_context", h.loss_context), advantages_rubric=h.advantages_rubric, **kw)
+    h = section(config, "harness")
+    replaced = {Interface.SAMPLING: h.sampling_rule != "harnessrl", Interface.GUIDANCE: h.guidance_rule != "harnessrl",
+                Interface.RUBRIC: h.rubric_rule != "harnessrl"}
+    parts, loss_context = {}, h.loss_context
+    if h.sampling_rule == "sec":
+        parts["sampler"] = functools.partial(SECSampler, settings=methods.settings(config, "sec"))
+    if h.guidance_rule == "ruscarl":
+        ruscarl = methods.settings(config, "ruscarl")
+        parts.update(prompts=functools.partial(RuscaRLGuidance, settings=ruscarl), tis_cap=ruscarl.tis_cap)
+        loss_context = "bare"
+    if h.rubric_rule == "evorubric":
+        parts.update(rule=functools.partial(EvoRubricRule, settings=methods.settings(config, "evorubric")),
+                     rule_interfaces=(Interface.RUBRIC,), rule_gated=h.gate_replaced_rule)
+    return Method(name="harnessrl", sampler=parts.pop("sampler", configured(config)),
+                  interfaces=tuple(i for i in h.interfaces() if not replaced[i]), critic=not h.no_critic,
+                  memory=not h.no_memory,
+                  scheme=functools.partial(GRPOScheme, loss_context=loss_context,
+                                           advantages_rubric=h.advantages_rubric), **parts)

@@ -7,12 +7,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from harnessrl_jax.harness import ops
+from harnessrl_jax.rubric.judges.parse import json_objects, strip_thinking
 
 
 def ask(client, prompt: str, schema: dict, key: str) -> dict | None:
     """The first JSON object of the model's answer that has `key`, or None (no answer, or none parsed)."""
-    from harnessrl_jax.rubric.judges.parse import json_objects, strip_thinking
-
     out = client.complete(({"role": "user", "content": prompt},), schema)
     if getattr(out, "status", "ok") != "ok" or not getattr(out, "text", None):
         return None

@@ -26,12 +26,21 @@ evolving rubric when it replaces HarnessRL's guidance interface (AMB-3.3).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Sequence
 
 import numpy as np
 
+from harnessrl_jax import methods
+from harnessrl_jax.evolver import templates
+from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
+from harnessrl_jax.methods.base import Method
 from harnessrl_jax.methods.guidance import PromptBudget, TaskPrompts, load_template, with_system
+from harnessrl_jax.methods.parts import PartsContext, PromptWriter
+from harnessrl_jax.methods.samplers import configured
+from harnessrl_jax.methods.schemes import GRPOScheme
+from harnessrl_jax.settings import section
 
 GROUP_RULES = ("linear", "binary")
 INCLUDE, AVOID = "IMPORTANT POINTS TO INCLUDE:", "IMPORTANT POINTS TO AVOID:"
@@ -105,8 +114,6 @@ def drawn_criteria(num_criteria: int, count: int, seed: Sequence[int]) -> list[i
 def scaffold_text(criteria: Sequence, template: str) -> str:
     """The scaffold listing `criteria` (anything with .text and .points): requirements with their points, then
     pitfalls with their penalties, each numbered within its list."""
-    from harnessrl_jax.evolver import templates
-
     pos = [c for c in criteria if c.points > 0]
     neg = [c for c in criteria if c.points < 0]
     blocks = []
@@ -119,8 +126,8 @@ def scaffold_text(criteria: Sequence, template: str) -> str:
     return templates.fill(template, criteria="\n\n".join(blocks))
 
 
-class RuscaRLGuidance:
-    """The scaffold schedule as a guidance rule (methods.guidance): J prompts per drawn task."""
+class RuscaRLGuidance(PromptWriter):
+    """The scaffold schedule as a prompt writer (methods.parts): J prompts per drawn task."""
 
     name = "ruscarl"
 
@@ -128,6 +135,10 @@ class RuscaRLGuidance:
         self.config, self.group_size, self.total_steps = config, group_size, total_steps
         self.template = load_template(config.template)
         self._metrics: dict[str, float] = {}
+
+    @classmethod
+    def build(cls, ctx: PartsContext, *, settings: RuscaRLConfig):
+        return cls(settings, group_size=ctx.config.num_generations, total_steps=ctx.config.total_steps)
 
     def ratios(self, step: int) -> np.ndarray:
         c = self.config
@@ -170,13 +181,12 @@ class RuscaRLGuidance:
         return dict(self._metrics)
 
 
-def ruscarl(config):
+@methods.register("ruscarl", settings=("ruscarl", RuscaRLConfig))
+def ruscarl(config) -> Method:
     """RuscaRL alone: seed rubric, Cat(p_t) draws (uniform), scaffolded rollouts, the bare-context loss with the
     importance correction of config.ruscarl.tis_cap."""
-    from harnessrl_jax import configs
-    from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
-    from harnessrl_jax.methods.base import Method
-
-    return Method(name="ruscarl", sampler=config.tasks.sampler, transitions=FROZEN_TRANSITIONS,
-                  memory=not config.harness.no_memory, guidance="ruscarl", loss_context="bare",
-                  tis_cap=configs.method_config(config, "ruscarl").tis_cap)
+    settings = methods.settings(config, "ruscarl")
+    return Method(name="ruscarl", sampler=configured(config), transitions=FROZEN_TRANSITIONS,
+                  memory=not section(config, "harness").no_memory,
+                  prompts=functools.partial(RuscaRLGuidance, settings=settings),
+                  scheme=functools.partial(GRPOScheme, loss_context="bare"), tis_cap=settings.tis_cap)

@@ -1,73 +1,52 @@
-"""Task samplers: which tasks a step trains on, and each draw's importance correction u.
+"""The task samplers any method may draw with, chosen by config.tasks.sampler; a method whose mechanism is the
+sampler brings its own (SEC's bandit over task arms, HarnessBandit's scheduler).
 
-    sampler = SAMPLERS[config.tasks.sampler](num_tasks, seed=config.seed)
-    idx, u = sampler.draw(H, step_seed, batch_size)      # task indices (harness rows), u = 1 / (N p_i)
-    extra["sampler"] = sampler.state_dict()              # checkpointed; load_state_dict on resume
-
-- `harness` (every method by default): `batch_size` i.i.d. draws from the harness's Cat(p_t) (HarnessRL, sec. 4.1),
-  so a method whose sampling interface is frozen draws exactly as HarnessRL's seed harness does and the comparison
-  has no sampling confound; p_t uniform gives u = 1.
+- `harness` (every method by default): i.i.d. draws from the harness's Cat(p_t) (HarnessRL, sec. 4.1), so a method
+  whose sampling interface is frozen draws exactly as HarnessRL's seed harness does and the comparison has no
+  sampling confound; p_t uniform gives u = 1.
 - `epoch`: uniform without replacement within each epoch (a permutation seeded by (seed, epoch)): less draw-to-draw
   variance, but it ignores p_t, so only a method whose sampling interface is frozen may use it.
-- `sec`: SEC's bandit over task arms (methods.sec): its own values, updated after each step by
-  `sampler.observe(idx, rewards)`; it ignores p_t (HarnessRL's sampling interface is replaced where it is used).
-- `bandit`: HarnessBandit's scheduler (methods.harnessbandit): one harness arm per step, then the next tasks of
-  that arm's own pool; `sampler.after_update(advantages, sketch)` after the train step updates its values.
-
-`make(name, tasks, config)` builds one: a sampler class with `create(tasks, config)` reads its settings from the
-config, the others take (num_tasks, seed). Every sampler has `observe` (a no-op unless it learns) and `metrics`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Mapping
 
 import jax
 import numpy as np
 
 from harnessrl_jax.harness.state import HarnessState, sample_tasks
-from harnessrl_jax.methods.harnessbandit import BanditSampler
-from harnessrl_jax.methods.sec import SECSampler
+from harnessrl_jax.methods.parts import PartsContext, TaskSampler
 
 
-class HarnessSampler:
+class HarnessSampler(TaskSampler):
     """i.i.d. draws from Cat(p_t); stateless (each step's key comes from the checkpointed root key)."""
 
-    name = "harness"
-    follows_harness = True  # draws follow p_t, so the sampling interface has an effect
+    follows_harness = True
 
-    def __init__(self, num_tasks: int, *, seed: int = 0):
+    def __init__(self, num_tasks: int):
         self.num_tasks = num_tasks
+
+    @classmethod
+    def build(cls, ctx: PartsContext):
+        return cls(len(ctx.tasks))
 
     def draw(self, harness: HarnessState, seed: int, batch_size: int) -> tuple[list[int], np.ndarray]:
         """(task indices, u = 1 / (N p_i)) of one step."""
         idx, u = sample_tasks(harness.sampling, jax.random.PRNGKey(seed), batch_size)
         return [int(i) for i in np.asarray(idx)], np.asarray(u, np.float32)
 
-    def observe(self, idx, rewards) -> None:
-        pass
 
-    def metrics(self) -> dict[str, float]:
-        return {}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        pass
-
-
-@dataclasses.dataclass
-class EpochSampler:
+class EpochSampler(TaskSampler):
     """Uniform without replacement per epoch; `epoch`, `index` say where the stream is (checkpointed)."""
 
-    num_tasks: int
-    seed: int = 0
-    epoch: int = 0
-    index: int = 0
-    name = "epoch"
-    follows_harness = False
+    def __init__(self, num_tasks: int, seed: int = 0):
+        self.num_tasks, self.seed = num_tasks, int(seed)
+        self.epoch = self.index = 0
+
+    @classmethod
+    def build(cls, ctx: PartsContext):
+        return cls(len(ctx.tasks), ctx.config.seed)
 
     def draw(self, harness: HarnessState, seed: int, batch_size: int) -> tuple[list[int], np.ndarray]:
         """The next `batch_size` tasks of the stream, u = 1 (the step seed is not used: the order is the epoch's)."""
@@ -81,25 +60,21 @@ class EpochSampler:
                 self.epoch, self.index = self.epoch + 1, 0
         return picked, np.ones(batch_size, np.float32)
 
-    def observe(self, idx, rewards) -> None:
-        pass
-
-    def metrics(self) -> dict[str, float]:
-        return {}
-
     def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "index": self.index}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any] | None) -> None:
+        state = state or {}
         self.epoch, self.index = int(state.get("epoch", 0)), int(state.get("index", 0))
 
 
-SAMPLERS = {"harness": HarnessSampler, "epoch": EpochSampler, "sec": SECSampler, "bandit": BanditSampler}
+# config.tasks.sampler -> the sampler
+SAMPLERS = {"harness": HarnessSampler, "epoch": EpochSampler}
 
 
-def make(name: str, tasks, config):
-    """The sampler `name` over the run's tasks, its settings from `config`."""
-    cls = SAMPLERS[name]
-    if hasattr(cls, "create"):
-        return cls.create(tasks, config)
-    return cls(len(tasks), seed=config.seed)
+def configured(config) -> type[TaskSampler]:
+    """The sampler config.tasks.sampler names (checks.check reports an unknown name with its key)."""
+    return SAMPLERS[config.tasks.sampler]
+
+
+__all__ = ["EpochSampler", "HarnessSampler", "SAMPLERS", "configured"]

@@ -21,15 +21,23 @@ Slots draw arms with replacement; within a step a task is not drawn twice while 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harnessrl_jax.rubric.reward import LAMBDA
+from harnessrl_jax import methods
+from harnessrl_jax.evolver.cold_start import load_seed_groups
+from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
+from harnessrl_jax.methods.base import Method
+from harnessrl_jax.methods.parts import PartsContext, TaskSampler
+from harnessrl_jax.rubric.reward import LAMBDA, rubric_reward
+from harnessrl_jax.settings import section
 
 ARM_KINDS = ("seed_quintile", "domain_x_tercile", "domain", "task")
+SEED_ARMS = ("seed_quintile", "domain_x_tercile")  # arms that need the seed policy's rewards
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,9 +114,6 @@ def quantile_levels(values: Sequence[float], num_levels: int) -> np.ndarray:
 
 def seed_rewards(path: str) -> dict[str, float]:
     """Per task the seed policy's mean reward over its cold-start groups (evolver.cold_start.load_seed_groups)."""
-    from harnessrl_jax.evolver.cold_start import load_seed_groups
-    from harnessrl_jax.rubric.reward import rubric_reward
-
     out = {}
     for s in load_seed_groups(path):
         r = np.concatenate([rubric_reward(s.points, g) for g in s.groups])
@@ -116,12 +121,11 @@ def seed_rewards(path: str) -> dict[str, float]:
     return out
 
 
-def seed_groups_path(config) -> str:
-    """config.sec.seed_groups, or the seed groups launch/cold_start.py writes next to config.harness.cold_start."""
-    path = config.sec.seed_groups
-    if not path and config.harness.cold_start:
-        cs = config.harness.cold_start
-        path = (cs[:-5] if cs.endswith(".json") else cs) + ".groups.jsonl"
+def seed_groups_path(settings: SECConfig, cold_start: str) -> str:
+    """sec.seed_groups, or the seed groups launch/cold_start.py writes next to the cold start's file."""
+    path = settings.seed_groups
+    if not path and cold_start:
+        path = (cold_start[:-5] if cold_start.endswith(".json") else cold_start) + ".groups.jsonl"
     return path
 
 
@@ -151,9 +155,9 @@ def assign_arms(tasks: Sequence, kind: str, *, num_levels: int = 5, rewards: Map
 
 # ----------------------------------------------------------------------------------------------- the sampler
 
-class SECSampler:
-    """Task draws from SEC's bandit (registered as samplers.SAMPLERS['sec']); `observe` after each step updates Q.
-    State (Q per arm) is checkpointed through state_dict."""
+class SECSampler(TaskSampler):
+    """Task draws from SEC's bandit; `observe` after each step updates Q. State (Q per arm) is checkpointed through
+    state_dict."""
 
     name = "sec"
     follows_harness = False  # p_t plays no part: HarnessRL's sampling interface is replaced
@@ -169,22 +173,29 @@ class SECSampler:
         self._last: dict[str, float] = {}
 
     @classmethod
-    def create(cls, tasks: Sequence, config) -> "SECSampler":
+    def build(cls, ctx: PartsContext, *, settings: SECConfig) -> "SECSampler":
         """From the run's tasks and config.sec (the seed rewards of the cold start for difficulty arms)."""
-        from harnessrl_jax import configs
-
-        sec = configs.method_config(config, "sec")
         rewards = None
-        if sec.arms in ("seed_quintile", "domain_x_tercile"):
-            path = seed_groups_path(config)
+        if settings.arms in SEED_ARMS:
+            path = seed_groups_path(settings, section(ctx.config, "harness").cold_start)
             if not path or not os.path.isfile(path):
-                raise ValueError(f"--config.sec.arms={sec.arms!r} needs the cold start's seed groups: set "
-                                 f"--config.harness.cold_start (launch/cold_start.py) or --config.sec.seed_groups, "
-                                 f"or choose --config.sec.arms=domain|task")
+                raise ValueError(cls.check(ctx.config, settings=settings)[0])
             rewards = seed_rewards(path)
-        arms, names = assign_arms(tasks, sec.arms, num_levels=sec.num_levels, rewards=rewards)
-        logging.info("SEC: %d arms (%s) over %d tasks", len(names), sec.arms, len(tasks))
-        return cls(len(tasks), seed=config.seed, config=sec, arms=arms, arm_names=names)
+        arms, names = assign_arms(ctx.tasks, settings.arms, num_levels=settings.num_levels, rewards=rewards)
+        logging.info("SEC: %d arms (%s) over %d tasks", len(names), settings.arms, len(ctx.tasks))
+        return cls(len(ctx.tasks), seed=ctx.config.seed, config=settings, arms=arms, arm_names=names)
+
+    @classmethod
+    def check(cls, config, *, settings: SECConfig) -> list[str]:
+        """Difficulty arms need the seed policy's rewards: the cold start's seed groups."""
+        path = seed_groups_path(settings, section(config, "harness").cold_start)
+        if settings.arms in SEED_ARMS and not (path and os.path.isfile(path)):
+            where = f"--config.sec.seed_groups={path}: no such file (launch/cold_start.py writes it next to " \
+                    f"cold_start.json)" if path else "no seed groups"
+            return [f"--config.sec.arms={settings.arms!r} needs the seed policy's rewards ({where}): set "
+                    f"--config.harness.cold_start (launch/cold_start.py writes it and its seed groups) or "
+                    f"--config.sec.seed_groups, or use --config.sec.arms=domain or task"]
+        return []
 
     def probs(self) -> np.ndarray:
         """p(c) over the arms that hold a task."""
@@ -237,9 +248,8 @@ class SECSampler:
         self.q = np.asarray(state["q"], np.float64)
 
 
-def sec(config):
+@methods.register("sec", settings=("sec", SECConfig))
+def sec(config) -> Method:
     """SEC alone: GRPO whose tasks come from SEC's bandit (seed rubric, no guidance)."""
-    from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
-    from harnessrl_jax.methods.base import Method
-
-    return Method(name="sec", sampler="sec", transitions=FROZEN_TRANSITIONS, memory=not config.harness.no_memory)
+    return Method(name="sec", sampler=functools.partial(SECSampler, settings=methods.settings(config, "sec")),
+                  transitions=FROZEN_TRANSITIONS, memory=not section(config, "harness").no_memory)

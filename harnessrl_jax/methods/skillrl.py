@@ -22,17 +22,25 @@ embedding similarity and mounted on every rollout of a task, evolving during tra
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Sequence
 
 import numpy as np
 
+from harnessrl_jax import methods
 from harnessrl_jax.evolver import templates
 from harnessrl_jax.evolver.text import cut
+from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
 from harnessrl_jax.methods import llm
+from harnessrl_jax.methods.base import Method
 from harnessrl_jax.methods.embedding import text_embedder
 from harnessrl_jax.methods.guidance import PromptBudget, TaskPrompts, after_last_user, load_template
+from harnessrl_jax.methods.parts import PartsContext, PromptWriter
+from harnessrl_jax.methods.samplers import configured
 from harnessrl_jax.methods.updates import achieved
+from harnessrl_jax.rubric.judges.llm import render_conversation
 from harnessrl_jax.rubric.reward import rubric_reward
+from harnessrl_jax.settings import section
 
 DISTILL_SCHEMA = {"type": "object", "properties": {"skills": {"type": "array", "items": {
     "type": "object", "properties": {"name": {"type": "string"}, "principle": {"type": "string"},
@@ -154,10 +162,11 @@ def rule_skills(groups: Sequence[tuple[Any, Sequence, Any, Sequence[str]]], *, s
     return sorted(best.values(), key=lambda x: -x[0])
 
 
-class SkillRLGuidance:
-    """The skill bank as a guidance rule (methods.guidance): one prompt per drawn task, shared by its group."""
+class SkillRLGuidance(PromptWriter):
+    """The skill bank as a prompt writer (methods.parts): one prompt per drawn task, shared by its group."""
 
     name = "skillrl"
+    uses_evolver_model = True
 
     def __init__(self, config: SkillRLConfig = SkillRLConfig(), *, tasks: Sequence = (), client=None, memory=None,
                  embed=None):
@@ -171,6 +180,10 @@ class SkillRLGuidance:
         self._metrics: dict[str, float] = {}
         if client is not None:
             self.template = load_template("skillrl_distill")
+
+    @classmethod
+    def build(cls, ctx: PartsContext, *, settings: SkillRLConfig):
+        return cls(settings, tasks=ctx.tasks, client=ctx.client, memory=ctx.memory)
 
     # -- the bank --------------------------------------------------------------------------------------------
 
@@ -222,7 +235,11 @@ class SkillRLGuidance:
 
     # -- distillation and evolution ---------------------------------------------------------------------------
 
-    def observe(self, step: int, groups: Sequence[tuple[Any, Sequence, Any, Sequence[str]]], memory=None) -> None:
+    def observe(self, step: int, draws: Sequence, harness, memory=None) -> None:
+        """The step's judged groups, under the harness's rubric of each task (see `learn`)."""
+        self.learn(step, [(g.task, harness.rubric_of(g.task.id), g.S, g.responses) for g in draws], memory)
+
+    def learn(self, step: int, groups: Sequence[tuple[Any, Sequence, Any, Sequence[str]]], memory=None) -> None:
         """After the step's judging: the initial bank from step 0's groups, then an evolution every E steps from
         the groups recorded since the last one (`groups` are this step's (task, criteria, S, responses))."""
         c = self.config
@@ -280,8 +297,6 @@ class SkillRLGuidance:
 
     def teach(self, domain: str, groups, limit: int, step: int, *, general_ok: bool) -> list[Skill]:
         """The teacher model's skills for one domain from its successes and failures."""
-        from harnessrl_jax.rubric.judges.llm import render_conversation
-
         c = self.config
         good, bad = [], []
         for task, criteria, S, responses in groups:
@@ -347,11 +362,10 @@ def _by_domain(groups):
     return out
 
 
-def skillrl(config):
+@methods.register("skillrl", settings=("skillrl", SkillRLConfig))
+def skillrl(config) -> Method:
     """SkillRL alone: seed rubric, Cat(p_t) draws (uniform), skills mounted on every rollout, the loss in the
     skill-augmented context."""
-    from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
-    from harnessrl_jax.methods.base import Method
-
-    return Method(name="skillrl", sampler=config.tasks.sampler, transitions=FROZEN_TRANSITIONS,
-                  memory=not config.harness.no_memory, guidance="skillrl", loss_context="guided")
+    return Method(name="skillrl", sampler=configured(config), transitions=FROZEN_TRANSITIONS,
+                  memory=not section(config, "harness").no_memory,
+                  prompts=functools.partial(SkillRLGuidance, settings=methods.settings(config, "skillrl")))

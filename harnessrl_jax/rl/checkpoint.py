@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import orbax.checkpoint as ocp
 
-from harnessrl_jax.cli import UserError
+from harnessrl_jax.errors import UserError
 from harnessrl_jax.rl.step import TrainState
 
 log = logging.getLogger(__name__)

@@ -65,26 +65,34 @@ class TrainState(NamedTuple):
     rng: jax.Array  # uint32 [2]: the run's root key; step k draws from fold_in(rng, k)
 
 
-@dataclasses.dataclass(frozen=True)
-class LossSettings:
-    """Arguments of the registered loss (grpo.policy_loss's keywords) and the sampling temperature."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LossConfig:
+    """config.loss: the registered loss (grpo.LOSS_FNS) and its arguments (grpo.policy_loss's keywords)."""
 
     name: str = "grpo"
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_coef: float = 0.001
-    agg: str = "token-mean"
-    tis_cap: float | None = None
+    agg: str = "token-mean"  # grpo.AGG_MODES
+    tis_cap: float = 0.0  # truncated importance sampling cap of the engine-vs-trainer ratio; 0: off
     log_ratio_clip: float = 20.0
+
+    def __post_init__(self):
+        if self.name not in grpo.LOSS_FNS:
+            raise ValueError(f"name={self.name!r}: known losses {sorted(grpo.LOSS_FNS)}")
+        if self.agg not in grpo.AGG_MODES:
+            raise ValueError(f"agg={self.agg!r}: expected one of {', '.join(grpo.AGG_MODES)}")
+        if self.tis_cap is not None and self.tis_cap < 0:
+            raise ValueError(f"tis_cap={self.tis_cap}: must be >= 0 (0: off)")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LossSettings(LossConfig):
+    """What the train step computes its loss with: config.loss, the sampling temperature and the method's terms."""
+
     temperature: float = 1.0  # logprobs are of softmax(logits / T), the distribution the engine sampled from
     # lambda_D of CoCA's self-distillation term, applied when a batch carries distill targets (rl/distill.py)
     distill_coef: float = 1.0
-
-    @classmethod
-    def from_config(cls, config) -> "LossSettings":
-        """From a ConfigDict (keys as the fields; missing ones keep their defaults)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in dict(config).items() if k in known})
 
 
 def _is_spec(x):
@@ -310,7 +318,7 @@ class Trainer:
         loss_sum, denominator, metrics = self.loss_fn(
             logp, old_logp, ref_logp, w.advantages, w.loss_mask, w.weights,
             clip_low=s.clip_low, clip_high=s.clip_high, kl_coef=s.kl_coef, agg=s.agg,
-            log_ratio_clip=s.log_ratio_clip, tis_cap=s.tis_cap, engine_logp=w.engine_logprobs)
+            log_ratio_clip=s.log_ratio_clip, tis_cap=s.tis_cap or None, engine_logp=w.engine_logprobs)
         counted = w.loss_mask & jnp.isfinite(w.advantages)[:, None]
         metrics["entropy_sum"] = jnp.where(counted, jax.lax.stop_gradient(entropy), 0.0).sum()
         if w.distill_mask is not None:

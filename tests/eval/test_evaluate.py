@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from harnessrl_jax import build
-from harnessrl_jax.eval import bootstrap_mean, evaluate, paired_bootstrap
+from harnessrl_jax.eval.evaluate import evaluate
+from harnessrl_jax.eval.stats import bootstrap_mean, paired_bootstrap
 from harnessrl_jax.harness.render import render_prompt
 from harnessrl_jax.rubric import rules
 

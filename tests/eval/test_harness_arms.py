@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from harnessrl_jax.eval import evaluate
+from harnessrl_jax.eval.evaluate import evaluate
 from harnessrl_jax.eval.harness_arms import evaluate_arm, pass_rates
 
 

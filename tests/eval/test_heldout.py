@@ -9,7 +9,7 @@ import pytest
 
 from harnessrl_jax import toy
 from harnessrl_jax.data import split_path
-from harnessrl_jax.eval import eval_tasks, split_label
+from harnessrl_jax.eval.evaluate import eval_tasks, split_label
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)

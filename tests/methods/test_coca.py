@@ -10,7 +10,7 @@ import pytest
 
 from harnessrl_jax.evolver.tightening import rule_tags
 from harnessrl_jax.methods.coca import (CoCAConfig, diagnose, rates, select_frontiers, transitions)
-from harnessrl_jax.methods.coca_calibration import Calibrator, invariant_problem, moved_rule
+from harnessrl_jax.methods.coca.calibration import Calibrator, invariant_problem, moved_rule
 from harnessrl_jax.rubric import rules
 from harnessrl_jax.rubric.judges.llm import Completion
 from harnessrl_jax.rubric.schema import Criterion, Task
@@ -177,24 +177,26 @@ def test_every_variant_is_a_valid_config_and_bad_values_name_their_key():
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from experiments import coca as coca_config
-    from harnessrl_jax import configs, methods
+    from harnessrl_jax import checks, methods
+    from harnessrl_jax.methods.coca import CoCAScheme
+    from harnessrl_jax.methods.parts import part_class
 
     for name in coca_config.VARIANTS:
         for tiny in (False, True):
             config = coca_config.get_config(f"variant={name}" + (",tiny" if tiny else ""))
-            assert configs.check(config) == [], (name, tiny)
+            assert checks.check(config) == [], (name, tiny)
             assert sum(config.coca.groups) == config.num_generations
     c = coca_config.get_config("variant=gspo")
-    assert (c.loss.name, methods.describe(c).scheme) == ("gspo", "coca")
+    assert (c.loss.name, part_class(methods.describe(c).scheme)) == ("gspo", CoCAScheme)
     bad = coca_config.get_config("tiny")
     bad.coca.groups = (6, 6)
-    assert any(p.startswith("--config.coca.groups=(6, 6)") and "num_generations=8" in p for p in configs.check(bad))
+    assert any(p.startswith("--config.coca.groups=(6, 6)") and "num_generations=8" in p for p in checks.check(bad))
     bad = coca_config.get_config("tiny")
     bad.coca.distill_on = "teacher"
-    assert any(p.startswith("--config.coca") and "distill_on" in p for p in configs.check(bad))
+    assert any(p.startswith("--config.coca") and "distill_on" in p for p in checks.check(bad))
     bad = coca_config.get_config("tiny")
     bad.loss.name = "ppo"
-    assert any(p.startswith("--config.loss.name") for p in configs.check(bad))
+    assert any(p.startswith("--config.loss.name") for p in checks.check(bad))
     with pytest.raises(ValueError, match="known variants"):
         coca_config.get_config("variant=nope")
 

@@ -9,11 +9,13 @@ import jax
 import numpy as np
 import pytest
 
-from harnessrl_jax import build, configs, loop, methods
-from harnessrl_jax.eval import evaluate
-from harnessrl_jax.methods.coca_step import teacher_messages
+from harnessrl_jax import build, checks, methods, stages
+from harnessrl_jax.eval.evaluate import evaluate
+from harnessrl_jax.methods.coca import CoCAScheme, scheme as coca_scheme
+from harnessrl_jax.methods.coca.scheme import teacher_messages
 from harnessrl_jax.models import forward
 from harnessrl_jax.rl import distill
+from harnessrl_jax.stepper import Stepper
 
 STEPS = 12
 
@@ -23,40 +25,58 @@ def coca_run(tiny_config):
     config = tiny_config("method=coca,tasks=harness")
     config.total_steps = 8
     config = config.copy_and_resolve_references()
-    assert configs.check(config) == []
+    assert checks.check(config) == []
     run = build.setup(config)
     yield run
     run.close()
 
 
-def test_groups_prompts_rows_and_teacher_alignment(coca_run, tmp_path):
-    run = coca_run
-    method = methods.describe(run.config)
-    assert (method.scheme, method.distill_coef, run.trainer.loss.distill_coef) == ("coca", 1.0, 1.0)
-    stepper = loop.Stepper(run, method, str(tmp_path))
-    stepper.start(None)
-    state = build.initial_state(run)
-    scheme = stepper.parts.scheme
-    tasks = stepper.tasks
-    g_n, g_g = scheme.config.groups
+def captured(monkeypatch):
+    """The train batches CoCA's scheme hands the train step, as host arrays (the step still runs)."""
     seen = []
 
     def capture(run_, state_, batch):
         seen.append(jax.tree.map(lambda x: x if x is None else np.asarray(x), batch))
-        return loop.train_on_batch(run_, state_, batch)
+        return stages.train_on_batch(run_, state_, batch)
+
+    monkeypatch.setattr(coca_scheme, "train_on_batch", capture)
+    return seen
+
+
+def scheme_step(scheme, run, stepper, state, seed):
+    """One visit of the scheme's stages on every task of the stepper, outside the step: (groups, train result)."""
+    tasks, H = stepper.tasks, stepper.harness
+    idx = list(range(len(tasks)))
+    groups = scheme.sample(run, H, idx, tasks, step=seed, seed=seed)
+    _, rewards, _ = scheme.judge(run, H, tasks, groups)
+    result = scheme.train(run, state, step=seed, harness=H, next_harness=H, tasks=tasks, groups=groups,
+                          rewards=rewards, u=np.ones(len(tasks)))
+    stages.push_weights(run, result.state.params)
+    return groups, result
+
+
+def test_groups_prompts_rows_and_teacher_alignment(coca_run, tmp_path, monkeypatch):
+    run = coca_run
+    method = methods.describe(run.config)
+    stepper = Stepper(run, method, str(tmp_path))
+    stepper.start(None)
+    scheme = stepper.parts.scheme
+    assert (isinstance(scheme, CoCAScheme), method.distill_coef, run.trainer.loss.distill_coef) == (True, 1.0, 1.0)
+    state = build.initial_state(run)
+    tasks = stepper.tasks
+    g_n, g_g = scheme.config.groups
+    seen = captured(monkeypatch)
 
     for seed in range(12):  # until some query passes the gate
-        normal = scheme.sample(run, tasks, [t.criteria for t in tasks], seed)
+        params = state.params
+        teacher_params = jax.tree.map(np.asarray, params)  # theta_old, before the update
+        normal, result = scheme_step(scheme, run, stepper, state, seed)
+        state, metrics = result.state, result.metrics
         v = scheme.visit
         assert normal.rollouts.num_samples == len(tasks) * g_n and v.guided.rollouts.num_samples == len(tasks) * g_g
         bare = run.tokenizer.decode(normal.prompt_ids[0])
         guided = run.tokenizer.decode(v.guided.prompt_ids[0])
         assert "Aim to satisfy" not in bare and "Aim to satisfy:" in guided and tasks[0].criteria[0].text in guided
-        scheme.judge(run, loop.score_responses)
-        params = state.params
-        teacher_params = jax.tree.map(np.asarray, params)  # theta_old, before the update
-        state, metrics, _, _, _ = scheme.train(run, state, seed, np.ones(len(tasks)), loop.score_responses, capture)
-        build.push_weights(run, state.params)
         batch = seen[-1]
         if batch.distill_mask.any():
             break
@@ -89,9 +109,8 @@ def test_groups_prompts_rows_and_teacher_alignment(coca_run, tmp_path):
     # a step where no query can pass the gate: zero targets, no teacher forward, and still the same compile
     config = scheme.config
     scheme.config = dataclasses.replace(config, frontier_margin=1e9)
-    scheme.sample(run, tasks, [t.criteria for t in tasks], 99)
-    scheme.judge(run, loop.score_responses)
-    state, off, _, times, _ = scheme.train(run, state, 99, np.ones(len(tasks)), loop.score_responses, capture)
+    _, result = scheme_step(scheme, run, stepper, state, 99)
+    state, off = result.state, result.metrics
     scheme.config = config
     assert off["train/distill_tokens"] == 0 and not seen[-1].distill_mask.any()
     assert run.trainer.compiles() == 1  # steps with and without distilled rows share one compile
@@ -105,7 +124,7 @@ def test_coca_learns_the_tiny_task(coca_run, tmp_path):
     seed rubric on bare prompts, the same 128 samples' seed before and after; 44 -> 58 when written)."""
     run = coca_run
     say_q = [t for t in run.tasks if t.id == "say-q"]
-    stepper = loop.Stepper(run, methods.describe(run.config), str(tmp_path))
+    stepper = Stepper(run, methods.describe(run.config), str(tmp_path))
     stepper.start(None)
     state = build.initial_state(run)
     before = float(evaluate(run, say_q, num_samples=128, seed=5).seed_rubric[0])
@@ -113,7 +132,7 @@ def test_coca_learns_the_tiny_task(coca_run, tmp_path):
     for step in range(STEPS):
         state, metrics, _ = stepper.step(state, step)
         history.append(metrics)
-    run.engine.update_weights(build.engine_params(state.params))
+    run.engine.update_weights(stages.engine_params(state.params))
     after = float(evaluate(run, say_q, num_samples=128, seed=5).seed_rubric[0])
     stepper.close()
     assert after >= before + 5.0, (before, after)
@@ -126,7 +145,7 @@ def test_coca_learns_the_tiny_task(coca_run, tmp_path):
 def test_coca_jsonl_starts_anew_and_is_cut_back_on_resume(coca_run, tmp_path):
     run = coca_run
     (tmp_path / "coca.jsonl").write_text('{"step": 7, "task_id": "old run", "states": {}}\n')
-    stepper = loop.Stepper(run, methods.describe(run.config), str(tmp_path))
+    stepper = Stepper(run, methods.describe(run.config), str(tmp_path))
     stepper.start(None)
     state = build.initial_state(run)
     state, _, _ = stepper.step(state, 0)
@@ -136,36 +155,29 @@ def test_coca_jsonl_starts_anew_and_is_cut_back_on_resume(coca_run, tmp_path):
     stepper.close()
     steps = [json.loads(x)["step"] for x in (tmp_path / "coca.jsonl").read_text().splitlines()]
     assert steps == [0, 0, 1, 1, 2, 2]  # the earlier run's line is gone
-    again = loop.Stepper(run, methods.describe(run.config), str(tmp_path))
+    again = Stepper(run, methods.describe(run.config), str(tmp_path))
     again.start(extra)
     steps = [json.loads(x)["step"] for x in (tmp_path / "coca.jsonl").read_text().splitlines()]
-    assert steps == [0, 0, 1, 1] and extra["method"] == {"scheme": {"steps_done": 2}}
+    assert steps == [0, 0, 1, 1] and extra["method"]["scheme"] == {"steps_done": 2}
     again.step(state, 2)
     assert [json.loads(x)["step"] for x in (tmp_path / "coca.jsonl").read_text().splitlines()][-2:] == [2, 2]
     again.close()
 
 
-def scheme_steps(run, tmp_path, seeds, **coca):
+def scheme_steps(run, tmp_path, monkeypatch, seeds, **coca):
     """The scheme's stages run directly for each seed with config.coca updated by `coca`: (captured batches,
     metrics, scheme)."""
     config = run.config.copy_and_resolve_references()
     config.coca.update(coca)
     run = dataclasses.replace(run, config=config)
-    stepper = loop.Stepper(run, methods.describe(config), str(tmp_path))
+    stepper = Stepper(run, methods.describe(config), str(tmp_path))
     stepper.start(None)
     state = build.initial_state(run)
-    scheme, tasks, seen, history = stepper.parts.scheme, stepper.tasks, [], []
-
-    def capture(run_, state_, batch):
-        seen.append(jax.tree.map(lambda x: x if x is None else np.asarray(x), batch))
-        return loop.train_on_batch(run_, state_, batch)
-
+    scheme, seen, history = stepper.parts.scheme, captured(monkeypatch), []
     for seed in seeds:
-        scheme.sample(run, tasks, [t.criteria for t in tasks], seed)
-        scheme.judge(run, loop.score_responses)
-        state, metrics, _, _, _ = scheme.train(run, state, seed, np.ones(len(tasks)), loop.score_responses, capture)
-        build.push_weights(run, state.params)
-        history.append({**metrics, **scheme.metrics()})
+        _, result = scheme_step(scheme, run, stepper, state, seed)
+        state = result.state
+        history.append({**result.metrics, **scheme.metrics()})
     stepper.close()
     return seen, history, scheme
 
@@ -178,8 +190,8 @@ SEEDS = range(8)
     ({"distill_on": "guided_frontier"}, "gf_rows"), ({"distill_on": "all_normal"}, "all_normal"),
     ({"teacher_demo": False}, "no_demo"), ({"calibrate": False}, "no_calibration"),
     ({"pooled_baseline": True}, "pooled"), ({"groups": (5, 3)}, "groups")])
-def test_each_variant_changes_what_it_names(coca_run, tmp_path, coca, check):
-    batches, history, scheme = scheme_steps(coca_run, tmp_path, SEEDS, **coca)
+def test_each_variant_changes_what_it_names(coca_run, tmp_path, monkeypatch, coca, check):
+    batches, history, scheme = scheme_steps(coca_run, tmp_path, monkeypatch, SEEDS, **coca)
     g_n, g_g = scheme.config.groups
     T = coca_run.config.tasks_per_step
     normal = T * g_n
@@ -204,8 +216,6 @@ def test_each_variant_changes_what_it_names(coca_run, tmp_path, coca, check):
     elif check == "no_demo":
         lines = [json.loads(x) for x in (tmp_path / "coca.jsonl").read_text().splitlines()]
         assert any(x["qualified"] for x in lines)
-        from harnessrl_jax.methods.coca_step import teacher_messages
-
         text = teacher_messages(scheme.visit.tasks[0], scheme.visit.criteria[0][:1], None, scheme.teacher_template)
         assert "<example>" not in text[-1]["content"] and "Requirements a strong response meets" in text[-1]["content"]
     elif check == "no_calibration":

@@ -9,10 +9,14 @@ import sys
 import numpy as np
 import pytest
 
-from harnessrl_jax import build, configs, loop, methods
+from harnessrl_jax import build, checks, methods, stages
 from harnessrl_jax.harness import HarnessState
 from harnessrl_jax.methods import arms as arms_lib
-from harnessrl_jax.methods.mixture import ArmsGuidance, uniform_choice
+from harnessrl_jax.methods.arms import ArmsGuidance, uniform_choice
+from harnessrl_jax.methods.harnessbandit import BanditSampler
+from harnessrl_jax.methods.parts import MethodParts, PartsContext, part_class
+from harnessrl_jax.methods.samplers import HarnessSampler
+from harnessrl_jax.stepper import Stepper
 from harnessrl_jax.rubric.schema import Criterion, Task
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -89,16 +93,17 @@ def test_mixture_rows_draw_arms_uniformly_from_the_step_seed():
 ])
 def test_a_wrong_bandit_value_is_reported_with_its_key(change, key):
     config = tiny()
-    assert configs.check(config) == []
+    assert checks.check(config) == []
     change(config)
-    problems = configs.check(config)
+    problems = checks.check(config)
     assert problems and any(p.startswith(key) for p in problems), problems
 
 
 def test_the_method_descriptions():
     hb, mix, mix2 = (methods.describe(tiny(n)) for n in ("harnessbandit", "mixture", "mixture2"))
-    assert hb.sampler == "bandit" and hb.sketch and hb.frozen and hb.guidance == "arms"
-    assert mix.sampler == "harness" and not mix.sketch and mix.frozen and mix.guidance == "arms"
+    assert part_class(hb.sampler) is BanditSampler and hb.sketch is not None and hb.frozen
+    assert part_class(mix.sampler) is HarnessSampler and mix.sketch is None and mix.frozen
+    assert part_class(hb.prompts) is part_class(mix.prompts) is part_class(mix2.prompts) is ArmsGuidance
     assert tiny("harnessbandit").advantage == "rloo"  # Dr.GRPO's leave-one-out baseline (methods.md 2.3)
     from harnessrl_jax.methods.mixture import mixture_arms
 
@@ -113,7 +118,7 @@ def make_stepper(run, config, workdir):
 
     config = config.copy_and_resolve_references()
     run = with_sketch(dataclasses.replace(run, config=config), config)
-    return loop.Stepper(run, methods.describe(config), str(workdir)), run
+    return Stepper(run, methods.describe(config), str(workdir)), run
 
 
 def test_resumed_scheduler_draws_the_same_arms(tiny_setup, tmp_path):
@@ -168,10 +173,10 @@ def test_mini_batched_updates_return_the_mean_of_their_sketches(tiny_setup):
     _, run = make_stepper(tiny_setup, config, "unused")
     run = dataclasses.replace(run, config=config)
     tasks = list(run.tasks)
-    g = loop.sample_groups(run, tasks, seed=5)
+    g = stages.sample_groups(run, tasks, seed=5)
     adv = np.random.default_rng(0).standard_normal((len(tasks), config.num_generations)).astype(np.float32)
     u = np.ones(len(tasks), np.float32)
-    state, metrics, sketch = loop.train_on_rollouts(run, build.initial_state(run), g.rollouts, adv, u,
+    state, metrics, sketch = stages.train_on_rollouts(run, build.initial_state(run), g.rollouts, adv, u,
                                                     return_sketch=True)
     assert sketch.shape == (run.trainer.sketch_spec.d,) and np.isfinite(metrics["train/loss"])
     # by hand: each block's update from the policy before it, old logprobs from the first policy
@@ -190,7 +195,6 @@ def test_mini_batched_updates_return_the_mean_of_their_sketches(tiny_setup):
 
 
 def test_every_bandit_setting_reaches_its_part():
-    from harnessrl_jax.methods import parts, samplers
     from harnessrl_jax.models import preset_config
 
     config = tiny()
@@ -198,18 +202,20 @@ def test_every_bandit_setting_reaches_its_part():
                          floor=0.05, degenerate_value=0.4, sketch_dim=777, sketch_blocks=1, sketch_seed=5,
                          pass_threshold=60.0, arms=("plain", "concise", "rubric_hint"), heldout_arm="sys_expert")
     config = config.copy_and_resolve_references()
-    assert configs.check(config) == []
-    sampler = samplers.make("bandit", [TASK] * 3, config)
+    assert checks.check(config) == []
+    hb = methods.describe(config)
+    parts = MethodParts(hb, PartsContext(config, [TASK] * 3, hb))
+    sampler = parts.sampler
     c = sampler.config
     assert (c.warmup, c.window, c.alpha, c.ema_decay, c.value_step, c.bonus, c.temperature, c.floor,
             c.degenerate_value, c.pass_threshold) == (4, 9, 0.3, 0.8, 0.2, 0.7, 0.9, 0.05, 0.4, 60.0)
     assert sampler.arm_names == ["plain", "concise", "rubric_hint"]
-    guidance = parts.build(methods.describe(config), config, [TASK], sampler=sampler).guidance
-    assert guidance.names == sampler.arm_names
-    spec = build.sketch_spec(config, preset_config("tiny"))
+    assert parts.prompts.names == sampler.arm_names
+    spec = hb.sketch(config, preset_config("tiny"))
     assert (spec.d, spec.seed, spec.last_blocks) == (777, 5, 1)
-    assert build.sketch_spec(tiny("mixture").copy_and_resolve_references(), preset_config("tiny")) is None
+    assert methods.describe(tiny("mixture").copy_and_resolve_references()).sketch is None
     mix = tiny("mixture2")
     mix.mixture.pair = ("sys_expert", "concise")
     mix = mix.copy_and_resolve_references()
-    assert parts.build(methods.describe(mix), mix, [TASK]).guidance.names == ["sys_expert", "concise"]
+    m2 = methods.describe(mix)
+    assert MethodParts(m2, PartsContext(mix, [TASK], m2)).prompts.names == ["sys_expert", "concise"]

@@ -9,9 +9,16 @@ import sys
 import numpy as np
 import pytest
 
-from harnessrl_jax import build, configs, loop, methods
-from harnessrl_jax.eval import evaluate
-from harnessrl_jax.methods import parts
+from harnessrl_jax import build, checks, methods, stages
+from harnessrl_jax.eval.evaluate import evaluate
+from harnessrl_jax.methods.amaris import AMARISRule
+from harnessrl_jax.methods.evorubric import EvoRubricRule
+from harnessrl_jax.methods.parts import MethodParts, PartsContext, part_class
+from harnessrl_jax.methods.ruscarl import RuscaRLGuidance
+from harnessrl_jax.methods.samplers import HarnessSampler
+from harnessrl_jax.methods.sec import SECSampler
+from harnessrl_jax.methods.skillrl import SkillRLGuidance
+from harnessrl_jax.stepper import Stepper, build_evolver
 from harnessrl_jax.words import INTERFACES, Interface
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -22,46 +29,65 @@ from experiments import base, tiny_cpu  # noqa: E402
 NEW = ("ruscarl", "skillrl", "evorubric", "amaris", "amaris_pp", "sec")
 
 
+def tiny_cpu_task():
+    from harnessrl_jax import toy
+
+    return toy.harness_tasks()[0]
+
+
 def tiny(arg="method=harnessrl", **harness):
     config = tiny_cpu.get_config(f"{arg},tasks=harness")
     config.harness.update(harness)
     return config
 
 
+def built(method, config, tasks=(), **ctx):
+    """The parts of `method` for a run of `config` over `tasks`."""
+    return MethodParts(method, PartsContext(config, list(tasks), method, **ctx))
+
+
 def test_each_method_is_its_parts():
     d = {name: methods.describe(tiny(f"method={name}")) for name in NEW}
-    assert (d["ruscarl"].guidance, d["ruscarl"].loss_context, d["ruscarl"].frozen) == ("ruscarl", "bare", True)
-    assert (d["skillrl"].guidance, d["skillrl"].loss_context) == ("skillrl", "guided")
-    assert (d["evorubric"].rule_updates, d["evorubric"].rule_interfaces, d["evorubric"].anchors) == \
-        ("evorubric", (Interface.RUBRIC,), False)
-    assert (d["amaris"].rule_updates, d["amaris"].rule_interfaces) == ("amaris", (Interface.RUBRIC,))
-    assert (d["amaris_pp"].rule_updates, d["amaris_pp"].rule_interfaces, d["amaris_pp"].critic) == \
-        ("amaris_pp", INTERFACES, False)
-    assert d["sec"].sampler == "sec" and d["sec"].frozen
+    r = built(d["ruscarl"], tiny("method=ruscarl"))
+    assert isinstance(r.prompts, RuscaRLGuidance) and r.scheme.loss_context == "bare" and d["ruscarl"].frozen
+    s = built(d["skillrl"], tiny("method=skillrl"))
+    assert isinstance(s.prompts, SkillRLGuidance) and s.scheme.loss_context == "guided"
+    assert (part_class(d["evorubric"].rule), d["evorubric"].rule_interfaces, d["evorubric"].anchors) == \
+        (EvoRubricRule, (Interface.RUBRIC,), False)
+    assert (part_class(d["amaris"].rule), d["amaris"].rule_interfaces) == (AMARISRule, (Interface.RUBRIC,))
+    a = built(d["amaris_pp"], tiny("method=amaris_pp"))
+    assert (a.rule.plus, set(a.rule.interfaces), d["amaris_pp"].rule_interfaces, d["amaris_pp"].critic) == \
+        (True, set(INTERFACES), INTERFACES, False)
+    assert part_class(d["sec"].sampler) is SECSampler and d["sec"].frozen
     for name, m in d.items():  # the evolver itself only observes (attributes) for every published method
         assert m.interfaces == () and not m.rule_gated, name
 
 
 @pytest.mark.parametrize("switch, interfaces, extra", [
-    ({"sampling_rule": "sec"}, (Interface.GUIDANCE, Interface.RUBRIC), {"sampler": "sec"}),
+    ({"sampling_rule": "sec"}, (Interface.GUIDANCE, Interface.RUBRIC), {"sampler": SECSampler}),
     ({"guidance_rule": "ruscarl"}, (Interface.SAMPLING, Interface.RUBRIC),
-     {"guidance": "ruscarl", "loss_context": "bare", "tis_cap": 2.0}),
+     {"prompts": RuscaRLGuidance, "loss_context": "bare", "tis_cap": 2.0}),
     ({"rubric_rule": "evorubric"}, (Interface.SAMPLING, Interface.GUIDANCE),
-     {"rule_updates": "evorubric", "rule_gated": True, "anchors": True}),
+     {"rule": EvoRubricRule, "rule_gated": True, "anchors": True}),
     ({"rubric_rule": "evorubric", "gate_replaced_rule": False}, (Interface.SAMPLING, Interface.GUIDANCE),
      {"rule_gated": False}),
     ({"rubric_rule": "evorubric", "no_critic": True}, (Interface.SAMPLING, Interface.GUIDANCE), {"critic": False}),
 ])
 def test_interface_replacement_swaps_one_interface_and_keeps_the_other_two(switch, interfaces, extra):
     config = tiny(**switch)
-    assert configs.check(config) == []
+    assert checks.check(config) == []
     m = methods.describe(config)
     assert m.interfaces == interfaces and m.memory
-    assert {k: getattr(m, k) for k in extra} == extra
-    evolver, _ = loop.build_evolver(config, m, None)
+    evolver, _ = build_evolver(config, m, None)
     assert evolver.config.interfaces == interfaces  # the replaced interface leaves the evolver
-    p = parts.build(m, config.copy_and_resolve_references(), [], critic=evolver.critic)
+    p = built(m, config.copy_and_resolve_references(), critic=evolver.critic)
+    found = {"sampler": type(p.sampler), "prompts": type(p.prompts), "rule": type(p.rule),
+             "loss_context": p.scheme.loss_context, "tis_cap": m.tis_cap, "rule_gated": m.rule_gated,
+             "anchors": m.anchors, "critic": m.critic}
+    assert {k: found[k] for k in extra} == extra
     assert p.critic is evolver.critic and p.critic.enabled == (not switch.get("no_critic", False))
+    if "sampler" not in extra:  # the two kept interfaces keep HarnessRL's parts
+        assert type(p.sampler) is HarnessSampler
 
 
 @pytest.mark.parametrize("ablation", ["sec_sampling", "ruscarl_guidance", "evorubric_rubric"])
@@ -70,7 +96,7 @@ def test_the_replacement_rows_are_configs(ablation):
 
     config = smollm2_cpu.get_config(f"method=harnessrl,ablation={ablation}")
     assert all(config.harness[k] == v for k, v in base.ABLATIONS[ablation].items())
-    assert configs.check(config) == []
+    assert checks.check(config) == []
 
 
 def test_every_threshold_of_a_method_reaches_its_part():
@@ -81,23 +107,25 @@ def test_every_threshold_of_a_method_reaches_its_part():
     config.amaris.update(static_k=2, dynamic_k=5, early_share=0.25, reweight_factor=0.7)
     config.sec.update(alpha=0.3, temperature=0.4, importance=True)
     config = config.copy_and_resolve_references()
-    m = methods.describe(config)
-    g = parts.build(m, config, []).guidance
+    g = built(methods.describe(config), config).prompts
     assert (g.config.sigmoid_start, g.config.sigmoid_steepness, g.config.group_rule, g.config.full_reveal) == \
         (0.3, 10.0, "binary", 2)
     for name, field, value in (("skillrl", "top_k", 3), ("evorubric", "prune_window", 3),
                                ("amaris", "early_share", 0.25), ("sec", "temperature", 0.4)):
-        assert getattr(configs.method_config(config, name), field) == value
-    s = methods.parts.build(methods.describe(tiny("method=skillrl")), tiny("method=skillrl"), []).guidance
+        assert getattr(methods.settings(config, name), field) == value
+    s = built(methods.describe(tiny("method=skillrl")), tiny("method=skillrl")).prompts
     assert s.config.evolve_every == 2  # the tiny config's
-    e = parts.build(methods.describe(tiny("method=evorubric")), config, []).rule
-    assert (e.config.candidate_sets, e.config.consensus) == (5, 0.6)
-    a = parts.build(methods.describe(tiny("method=amaris")), config, []).rule
-    assert (a.config.static_k, a.config.dynamic_k, a.config.reweight_factor) == (2, 5, 0.7)
-    from harnessrl_jax.methods import samplers
-
-    sec = samplers.make("sec", [], config)
-    assert (sec.config.alpha, sec.config.importance) == (0.3, True)
+    for name in ("skillrl", "evorubric", "amaris", "sec"):
+        config.method = name
+        p = built(methods.describe(config), config, [tiny_cpu_task()])
+        if name == "skillrl":
+            assert (p.prompts.config.top_k, p.prompts.config.min_cosine, p.prompts.config.evolve_every) == (3, 0.5, 7)
+        if name == "evorubric":
+            assert (p.rule.config.candidate_sets, p.rule.config.consensus) == (5, 0.6)
+        if name == "amaris":
+            assert (p.rule.config.static_k, p.rule.config.dynamic_k, p.rule.config.reweight_factor) == (2, 5, 0.7)
+        if name == "sec":
+            assert (p.sampler.config.alpha, p.sampler.config.importance) == (0.3, True)
 
 
 @pytest.mark.parametrize("key, value", [("ruscarl.group_rule", "quadratic"), ("sec.alpha", 0.0),
@@ -107,7 +135,7 @@ def test_a_wrong_method_setting_is_reported_with_its_key(key, value):
     config = tiny()
     section, name = key.split(".")
     config[section][name] = value
-    problems = configs.check(config)
+    problems = checks.check(config)
     assert any(p.startswith(f"--config.{section}") for p in problems), problems
 
 
@@ -115,7 +143,7 @@ def test_a_wrong_method_setting_is_reported_with_its_key(key, value):
 def test_the_rules_updates_are_recorded_in_the_memory_as_the_evolvers_are(tiny_setup, tmp_path, name):
     config = tiny(f"method={name}").copy_and_resolve_references()
     run = dataclasses.replace(tiny_setup, config=config)
-    stepper = loop.Stepper(run, methods.describe(config), str(tmp_path))
+    stepper = Stepper(run, methods.describe(config), str(tmp_path))
     stepper.start(None)
     state = build.initial_state(run)
     lines = []
@@ -147,18 +175,18 @@ def test_every_published_method_learns_the_tiny_task(tiny_setup, tmp_path):
         config.total_steps = 8
         config = config.copy_and_resolve_references()
         run = dataclasses.replace(run0, config=config)
-        stepper = loop.Stepper(run, methods.describe(config), str(tmp_path / name))
+        stepper = Stepper(run, methods.describe(config), str(tmp_path / name))
         stepper.start(None)
         state = build.initial_state(run)
         if before is None:
             before = float(evaluate(run, say_q, num_samples=128, seed=5).seed_rubric[0])
         for step in range(8):
             state, metrics, _ = stepper.step(state, step)
-        run.engine.update_weights(build.engine_params(state.params))
+        run.engine.update_weights(stages.engine_params(state.params))
         after = float(evaluate(run, say_q, num_samples=128, seed=5).seed_rubric[0])
         stepper.close()
         assert after >= before + 5.0, (name, before, after)
-    run0.engine.update_weights(build.engine_params(build.initial_state(run0).params))
+    run0.engine.update_weights(stages.engine_params(build.initial_state(run0).params))
 
 
 @pytest.mark.parametrize("name", ["skillrl", "sec"])
@@ -166,18 +194,18 @@ def test_a_resumed_run_restores_the_methods_state(tiny_setup, tmp_path, name):
     """SkillRL's bank and SEC's values go into the checkpoint's extra and come back from it."""
     config = tiny(f"method={name}").copy_and_resolve_references()
     run = dataclasses.replace(tiny_setup, config=config)
-    stepper = loop.Stepper(run, methods.describe(config), str(tmp_path))
+    stepper = Stepper(run, methods.describe(config), str(tmp_path))
     stepper.start(None)
     state = build.initial_state(run)
     for step in range(3):
         state, _, _ = stepper.step(state, step)
     extra = stepper.extra()
     stepper.close()
-    again = loop.Stepper(run, methods.describe(config), str(tmp_path))
+    again = Stepper(run, methods.describe(config), str(tmp_path))
     again.start(extra)
     assert again.parts.state_dict() == extra["method"] and again.sampler.state_dict() == extra["sampler"]
     if name == "skillrl":
-        assert extra["method"]["guidance"]["skills"] and again.parts.guidance.skills == stepper.parts.guidance.skills
+        assert extra["method"]["guidance"]["skills"] and again.parts.prompts.skills == stepper.parts.prompts.skills
     else:
         assert np.any(np.asarray(extra["sampler"]["q"]) != 0)
     again.close()

@@ -8,12 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from harnessrl_jax import build, loop, methods, toy
+from harnessrl_jax import build, methods, stages, toy
 from harnessrl_jax.harness import HarnessState
 from harnessrl_jax.methods.guidance import PromptBudget
 from harnessrl_jax.methods.ruscarl import (AVOID, INCLUDE, RuscaRLConfig, RuscaRLGuidance, scaffold_ratios,
                                            training_progress)
 from harnessrl_jax.rubric.schema import Criterion, Task
+from harnessrl_jax.stepper import Stepper
 
 
 def reference_ratios(G, progress, x0=0.2, kappa=125.0):
@@ -112,28 +113,29 @@ def test_a_task_with_a_system_turn_gets_the_scaffold_prepended_to_it():
 def test_ruscarl_trains_on_the_bare_prompt_with_the_importance_correction(tiny_setup, tiny_config, tmp_path):
     config = tiny_config("method=ruscarl,tasks=harness").copy_and_resolve_references()
     m = methods.describe(config)
-    assert (m.loss_context, m.tis_cap, m.guidance, m.frozen) == ("bare", 2.0, "ruscarl", True)
-    assert build.loss_config(config)["tis_cap"] == 2.0
+    assert (m.scheme.keywords["loss_context"], m.tis_cap, m.prompts.func, m.frozen) == \
+        ("bare", 2.0, RuscaRLGuidance, True)
+    assert build.loss_settings(config).tis_cap == 2.0
     off = tiny_config("method=ruscarl,tasks=harness")
     off.ruscarl.tis_cap = 0.0  # RuscaRL as released: no correction
-    assert build.loss_config(off)["tis_cap"] is None
-    assert build.loss_config(tiny_config("method=grpo,tasks=harness"))["tis_cap"] is None
+    assert build.loss_settings(off).tis_cap == 0.0  # 0: off
+    assert build.loss_settings(tiny_config("method=grpo,tasks=harness")).tis_cap == 0.0
 
     run = build.setup(config)  # its train step has the correction (the shared tiny set-up's has none)
     assert run.trainer.loss.tis_cap == 2.0 and run.prompt_limit == tiny_setup.prompt_limit
-    stepper = loop.Stepper(run, m, str(tmp_path))
+    stepper = Stepper(run, m, str(tmp_path))
     stepper.start(None)
     state = build.initial_state(run)
-    seed = loop.step_seed(state, 0)
+    seed = stages.step_seed(state, 0)
     idx, _ = stepper.sampler.draw(stepper.harness, seed, config.tasks_per_step)
     tasks = [stepper.tasks[i] for i in idx]
-    prompts = stepper.parts.prompts(stepper.harness, idx, tasks, step=0, seed=seed,
-                                    budget=PromptBudget(run.tokenizer, run.prompt_limit))
-    groups = loop.sample_groups(run, tasks, seed=seed, prompts=prompts)
+    prompts = stepper.parts.prompts.prompts(stepper.harness, idx, tasks, step=0, seed=seed,
+                                            budget=PromptBudget(run.tokenizer, run.prompt_limit))
+    groups = stages.sample_groups(run, tasks, seed=seed, prompts=prompts)
     J = config.num_generations
     assert len(groups.prompt_ids) == len(tasks) * J and groups.rollouts.num_samples == len(tasks) * J
-    bare = loop.bare_context(run, tasks, groups.rollouts)
-    own = loop.render_prompts(run, tasks)[0]
+    bare = stages.bare_context(run, tasks, groups.rollouts)
+    own = stages.render_prompts(run, tasks)[0]
     for r in range(bare.num_samples):  # row r continues its own task's bare prompt, not prompt r
         assert bare.prompt_ids[bare.prompt_index[r]] == own[r // J]
         assert bare.completion(r) == groups.rollouts.completion(r)

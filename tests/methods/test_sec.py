@@ -5,7 +5,6 @@ groups (mean absolute un-normalised advantage), the draws and the importance wei
 import numpy as np
 import pytest
 
-from harnessrl_jax.methods import samplers
 from harnessrl_jax.methods.sec import (SECConfig, SECSampler, arm_probs, arm_rewards, assign_arms, learning_gain,
                                        update_values)
 from harnessrl_jax.rubric.schema import Criterion, Task
@@ -105,12 +104,12 @@ def test_importance_weights_on_request_are_one_over_n_p():
 
 def test_sec_is_a_registered_sampler_built_from_the_config(tiny_config):
     config = tiny_config("method=sec,tasks=harness")
-    from harnessrl_jax import methods
+    from harnessrl_jax import checks, methods
+    from harnessrl_jax.methods.parts import MethodParts, PartsContext, part_class
 
-    assert methods.describe(config).sampler == "sec" and samplers.SAMPLERS["sec"] is SECSampler
-    s = samplers.make("sec", tasks(3), config)
+    m = methods.describe(config)
+    assert part_class(m.sampler) is SECSampler
+    s = MethodParts(m, PartsContext(config, tasks(3), m)).sampler
     assert isinstance(s, SECSampler) and s.arm_names == ["t0", "t1", "t2"]  # the tiny config's arms: tasks
     config.sec.arms = "seed_quintile"
-    from harnessrl_jax import configs
-
-    assert any(p.startswith("--config.sec.arms='seed_quintile' needs") for p in configs.check(config))
+    assert any(p.startswith("--config.sec.arms='seed_quintile' needs") for p in checks.check(config))

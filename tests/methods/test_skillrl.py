@@ -84,7 +84,7 @@ def test_skills_are_mounted_after_the_prompt_and_the_bank_evolves(tmp_path):
     g = SkillRLGuidance(SkillRLConfig(evolve_every=3), tasks=[a, b], embed=embed)
     S_a = np.array([[1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]], float)
     S_b = np.array([[1, 0, 0, 0], [1, 1, 1, 1]], float)
-    g.observe(0, [(a, a.criteria, S_a, ["r"] * 4), (b, b.criteria, S_b, ["r"] * 4)])
+    g.learn(0, [(a, a.criteria, S_a, ["r"] * 4), (b, b.criteria, S_b, ["r"] * 4)])
     names = [s.name for s in g.skills]
     assert "aim for: The response names fever." in names and "aim for: The response mentions light." in names
     budget = PromptBudget(toy.char_tokenizer(), 10_000)
@@ -98,9 +98,9 @@ def test_skills_are_mounted_after_the_prompt_and_the_bank_evolves(tmp_path):
     # the bank evolves every E = 3 steps, not in between; the state round-trips
     before = len(g.skills)
     S_b2 = np.array([[1, 1, 0, 0], [1, 0, 1, 0]], float)
-    g.observe(1, [(b, b.criteria, S_b2, ["r"] * 4)])
+    g.learn(1, [(b, b.criteria, S_b2, ["r"] * 4)])
     assert len(g.skills) == before and g.metrics()["skillrl/added"] == 0
-    g.observe(3, [(b, b.criteria, S_b2, ["r"] * 4)])
+    g.learn(3, [(b, b.criteria, S_b2, ["r"] * 4)])
     assert len(g.skills) > before and g.last_evolution == 3
     h = SkillRLGuidance(SkillRLConfig(evolve_every=3), embed=embed)
     h.load_state_dict(g.state_dict())
@@ -138,7 +138,7 @@ def test_the_teacher_is_the_evolver_model_when_there_is_one():
     client = Client()
     g = SkillRLGuidance(SkillRLConfig(), tasks=[a, b], client=client, embed=lambda t: np.ones((len(t), 2)) / 2 ** .5)
     S_a = np.array([[1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]], float)
-    g.observe(0, [(a, a.criteria, S_a, ["good one", "good two", "bad one", "bad two"])])
+    g.learn(0, [(a, a.criteria, S_a, ["good one", "good two", "bad one", "bad two"])])
     (prompt,) = client.prompts  # one call per domain with a contrast
     assert "med tasks" in prompt and "good one" in prompt and "bad two" in prompt
     assert [(s.name, s.domain, s.source) for s in g.skills] == [("define terms", None, "llm"),

@@ -101,9 +101,9 @@ def test_resume_is_exact_through_launch_train(tmp_path, spec):
     from harnessrl_jax.memory import DrawRecord, Memory
 
     train = load_train_module()
-    from harnessrl_jax import configs
+    from harnessrl_jax import settings
 
-    config = configs.load(os.path.join(REPO, "experiments", spec))
+    config = settings.load(os.path.join(REPO, "experiments", spec))
     harness = "harnessrl" in spec
     with config.unlocked():
         config.report = False

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from harnessrl_jax.rubric import rules
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -31,29 +32,23 @@ def _c(text, points, axis, rule_id=None, **kwargs):
             tags.append("rule_kwargs:" + json.dumps(kwargs, ensure_ascii=False, sort_keys=True))
     return {"criterion": text, "points": points, "tags": tags}
 
-
 def kw(text, points, *patterns, axis="accuracy"):
     """keywords:existence: every pattern occurs (case-insensitive regex, substrings count)."""
     return _c(text, points, axis, "keywords:existence", keywords=list(patterns))
-
 
 def rx(text, points, pattern, axis="accuracy"):
     """keywords:regex_match: the pattern matches somewhere; '(?i)' is prepended, so case is ignored."""
     return _c(text, points, axis, "keywords:regex_match", pattern="(?i)" + pattern)
 
-
 def rule(text, points, rule_id, axis="instruction_following", **kwargs):
     return _c(text, points, axis, rule_id, **kwargs)
-
 
 def words_under(n, points=1, axis="instruction_following"):
     return rule(f"The response is under {n} words.", points, "length_constraints:number_words", axis,
                 num_words=n, relation="less than")
 
-
 def llm(text, points=1, axis="communication"):
     return _c(text, points, axis)
-
 
 TASKS: list[tuple[dict, bool]] = []
 
@@ -78,7 +73,6 @@ def task(tid, domain, prompt, rubrics, oracle, reference, *, system=None, heldou
         for i, item in enumerate(items):
             rec[key].append({"id": f"{tid}/{prefix}{i}", **item})
     TASKS.append((rec, heldout))
-
 
 # ---------------------------------------------------------------------------------------------------- medical
 M = "medical"
@@ -600,7 +594,6 @@ task("med-quit-smoking", M,
      "doctor about varenicline or bupropion. Set a quit date, plan for your triggers, and use a quitline, "
      "counselling or an app. Slips are common; many people need a few attempts.", heldout=True)
 
-
 # ---------------------------------------------------------------------------------------------------- science
 S = "science"
 
@@ -1038,7 +1031,6 @@ task("sci-rainbow", S,
      "green, blue, indigo and violet, at about 42 degrees from the point opposite the sun behind you.",
      heldout=True)
 
-
 # ---------------------------------------------------------------------------------------------------- writing
 W = "writing"
 FILLER = r"^\W*(sure|certainly|of course|here('s| is| are)|absolutely)\b"
@@ -1469,7 +1461,6 @@ task("wri-speaker-bio", W,
      "at the University of Miami and has led research dives across the Caribbean. Her work on heat-resistant corals "
      "has been published widely.", heldout=True)
 
-
 # ---------------------------------------------------------------------------------------------------- role-play
 R = "roleplay"
 BREAK = (r"(as an ai|language model|i am an ai|i'm an ai|ai assistant|as a chatbot|virtual assistant|role-?play|"
@@ -1481,17 +1472,14 @@ def breaks_character(points=-4):
     return rx("Pitfall: breaks character (mentions being an AI, a language model or role-play).", points, BREAK,
               axis="persona")
 
-
 def role_confusion(name, points=-2):
     """The policy addresses the user by the persona's own name: it has swapped roles."""
     return rx("Pitfall: swaps roles, addressing the user by the persona's own name.", points,
               r"^\W*((hey|hi|hello|dear|welcome|oh|well),? )?(" + name + r")\b", axis="persona")
 
-
 def asks_back(points=2):
     return kw("Ends its turn by inviting the user to respond (contains a question).", points, r"\?",
               axis="communication")
-
 
 task("rp-pirate-storm", R,
      "Captain, a storm is coming from the west. What are your orders?",
@@ -1995,14 +1983,12 @@ task("rp-sports-commentator", R,
      system="You are Rick 'Thunder' Lawson, an excitable football radio commentator. Stay in character.",
      heldout=True)
 
-
 # ------------------------------------------------------------------------------------------ instruction following
 I = "instruction_following"
 
 
 def no_filler(points=-2):
     return rx("Pitfall: opens with filler such as 'Sure' or 'Here is'.", points, FILLER, axis="instruction_following")
-
 
 task("ins-lowercase-plant-note", I,
      "Write a short note asking your neighbour to water your plants while you are away next week. Use only lowercase "
@@ -2394,13 +2380,11 @@ task("ins-owls-three-sentences", I,
      "Owls are nocturnal birds that hunt mice and other small prey at night. Special feathers let them fly almost "
      "silently. Many owls can turn their heads about 270 degrees.", heldout=True)
 
-
 # ---------------------------------------------------------------------------------------------------- build
 
 
 def _problems(rec) -> list[str]:
     """Rule-form criteria the reference gets wrong: a positive one it misses or a pitfall it triggers."""
-    from harnessrl_jax.rubric import rules
 
     out, ref = [], rec["reference"]
     for item in rec["rubrics"] + rec["oracle_rubrics"]:
@@ -2411,7 +2395,6 @@ def _problems(rec) -> list[str]:
         if met != (item["points"] > 0):
             out.append(f"{item['id']} ({'pitfall triggered' if met else 'missed'}): {item['criterion']}")
     return out
-
 
 def main() -> int:
     problems = [p for rec, _ in TASKS for p in _problems(rec)]
@@ -2428,7 +2411,6 @@ def main() -> int:
                     f.write(json.dumps(rec, ensure_ascii=False) + "\n")
     print(f"wrote {len(TASKS)} tasks")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

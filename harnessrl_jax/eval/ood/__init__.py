@@ -24,12 +24,12 @@ from harnessrl_jax.eval.ood import gpqa, ifbench, medqa, rolebench, writingbench
 from harnessrl_jax.eval.ood.base import FormatError, Item
 from harnessrl_jax.eval.ood.choice import extract_choice
 from harnessrl_jax.eval.ood.rolebench import rouge_l
+from harnessrl_jax.rubric.judges import OpenAIJudge
 
 BENCHMARKS = {m.NAME: m for m in (medqa, gpqa, rolebench, ifbench, writingbench)}
 # The OOD benchmark of each Rubric-Mix domain (methods.md 5.1).
 DOMAIN_BENCHMARK = {"medical": "medqa", "science": "gpqa", "writing": "writingbench", "roleplay": "rolebench",
                     "instruction_following": "ifbench"}
-
 
 def parse_specs(text: str | Sequence[str]) -> dict[str, str]:
     """'medqa=PATH,gpqa=PATH' (or a list of NAME=PATH) -> {name: path}; unknown names are a ValueError."""
@@ -42,20 +42,17 @@ def parse_specs(text: str | Sequence[str]) -> dict[str, str]:
         out[name] = path
     return out
 
-
 def load(name: str, path: str, **options) -> list[Item]:
     """The items of benchmark `name` from its released file(s) at `path`."""
     if name not in BENCHMARKS:
         raise ValueError(f"unknown OOD benchmark {name!r}; known: {sorted(BENCHMARKS)}")
     return BENCHMARKS[name].load(path, **options)
 
-
 def score(name: str, responses: Sequence[Sequence[str]], items: Sequence[Item], judge=None) -> dict[str, Any]:
     """Benchmark `name`'s scores of `responses` (samples per item); WritingBench needs the LLM `judge`."""
     if name == "writingbench":
         return writingbench.score(responses, items, judge)
     return BENCHMARKS[name].score(responses, items)
-
 
 def generate(run, items: Sequence[Item], *, num_samples: int, seed: int, max_new_tokens: int | None = None,
              batch_items: int = 16) -> list[list[str]]:
@@ -73,7 +70,6 @@ def generate(run, items: Sequence[Item], *, num_samples: int, seed: int, max_new
         texts = np.asarray(ro.texts, dtype=object).reshape(len(batch), num_samples)
         out += [list(row) for row in texts]
     return out
-
 
 def evaluate_ood(run, specs: Mapping[str, str], *, num_samples: int, seed: int, judge=None,
                  max_new_tokens: int | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -100,20 +96,15 @@ def evaluate_ood(run, specs: Mapping[str, str], *, num_samples: int, seed: int, 
     out["aggregate"] = float(np.mean(present)) if present else None
     return out
 
-
-
-
 def judge_from_config(config):
     """The configured training judge as an LLM judge (OpenAI-compatible server at config.judge.base_url), or None
     when the config has none (WritingBench then cannot be scored)."""
     j = config.judge
     if not j.base_url:
         return None
-    from harnessrl_jax.rubric.judges import OpenAIJudge
 
     return OpenAIJudge(j.base_url, j.model, structured_output=j.structured_output, api_key_env=j.api_key_env or None,
                        name="writingbench-critic")
-
 
 __all__ = ["BENCHMARKS", "DOMAIN_BENCHMARK", "FormatError", "Item", "evaluate_ood", "extract_choice", "generate",
            "judge_from_config", "load", "parse_specs", "rouge_l", "score"]

@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import re
 from typing import Sequence
+from harnessrl_jax.rubric.judges import templates
+from harnessrl_jax.eval.ood.base import check_responses, mean100
 
 LETTERS = "ABCDEFGHIJ"
 
@@ -52,7 +54,6 @@ def _letter(m: re.Match, valid: str) -> str | None:
     letter = m.group("l").upper()
     return letter if letter in valid else None
 
-
 def _commitments(text: str, valid: str) -> list[tuple[int, str | None]]:
     """(position, letter or None for a commitment to several) of every explicit commitment in the text."""
     found = []
@@ -69,13 +70,11 @@ def _commitments(text: str, valid: str) -> list[tuple[int, str | None]]:
             found.append((m.start(), letter))
     return sorted(found)
 
-
 def _option_text_match(text: str, options: Sequence[str], valid: str) -> str | None:
     low = " ".join(text.lower().split())
     hits = {valid[i] for i, o in enumerate(options[:len(valid)])
             if len(o.strip()) >= 3 and re.search(r"(?<!\w)" + re.escape(" ".join(o.lower().split())) + r"(?!\w)", low)}
     return hits.pop() if len(hits) == 1 else None
-
 
 def extract_choice(response: str, num_choices: int = 4, options: Sequence[str] | None = None) -> str | None:
     """The option letter (A, B, ...) a free-form answer commits to as its final answer, or None when it commits to
@@ -112,26 +111,20 @@ def extract_choice(response: str, num_choices: int = 4, options: Sequence[str] |
         return marked[0] if marked[0] in valid else None
     return None
 
-
 def mc_messages(question: str, options: Sequence[str]) -> tuple[dict[str, str], ...]:
     """The user message of a multiple-choice item (prompts/multiple_choice.txt): the question and lettered options."""
-    from harnessrl_jax.rubric.judges import templates
 
     listing = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
     return ({"role": "user", "content": templates.fill(_template(), question=question.strip(), options=listing)},)
 
-
 def _template() -> str:
-    from harnessrl_jax.rubric.judges import templates
 
     return templates.load_template(os.path.join(os.path.dirname(os.path.abspath(__file__)), "prompts",
                                                 "multiple_choice.txt"))
 
-
 def score_mc(responses, items) -> dict:
     """Accuracy x 100 over items (each item: the share of its samples whose extracted letter is its answer), the
     share of unparseable samples, and per item the letters read."""
-    from harnessrl_jax.eval.ood.base import check_responses, mean100
 
     check_responses(responses, items)
     per_item, correct, unparsed = [], [], 0

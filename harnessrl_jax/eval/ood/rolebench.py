@@ -23,6 +23,7 @@ import os
 from typing import Sequence
 
 from harnessrl_jax.eval.ood.base import FormatError, Item, check_responses, field, mean100, read_jsonl, require_file
+from harnessrl_jax.rubric.judges import templates
 
 NAME = "rolebench"
 SUBSETS = {"general": "CUS", "role_specific": "SPE", "raw": "RAW"}
@@ -35,7 +36,6 @@ def _scorer():
 
     return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
 
-
 def rouge_l(prediction: str, reference: str | Sequence[str]) -> float:
     """ROUGE-L F-measure in [0, 1] of `prediction` against `reference` (or the best of several references), as
     RoleBench's evaluation computes it (module docstring)."""
@@ -44,13 +44,10 @@ def rouge_l(prediction: str, reference: str | Sequence[str]) -> float:
         raise ValueError("rouge_l: no reference")
     return float(_scorer().score_multi(refs, prediction)["rougeL"].fmeasure)
 
-
 def _system_prompt(role: str, description: str) -> str:
-    from harnessrl_jax.rubric.judges import templates
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prompts", "rolebench_system.txt")
     return templates.fill(templates.load_template(path), role=role, description=description.strip())
-
 
 def load(path: str, split: str = "role-generalization") -> list[Item]:
     """The English test items of a RoleBench directory (the dataset's root, holding profiles-eng/ and rolebench-eng/)."""
@@ -82,7 +79,6 @@ def load(path: str, split: str = "role-generalization") -> list[Item]:
                         {"role": "user", "content": field(test, n, row, "question")})
             items.append(Item(f"{NAME}/{split}/{subset}/{n}", messages, tuple(refs), {"subset": label, "role": role}))
     return items
-
 
 def score(responses: Sequence[Sequence[str]], items: Sequence[Item]) -> dict:
     """ROUGE-L x 100 per sub-score (CUS, SPE, RAW where present; each the mean over its items of the mean over

@@ -23,13 +23,14 @@ from typing import Sequence
 import numpy as np
 
 from harnessrl_jax.eval.ood.base import FormatError, Item, check_responses, field, read_jsonl, require_file
+from harnessrl_jax.rubric.judges import templates
+from harnessrl_jax.rubric.judges.parse import json_objects, strip_thinking
 
 NAME = "writingbench"
 BANDS = ("1-2", "3-4", "5-6", "7-8", "9-10")
 SCHEMA = {"type": "object", "properties": {"reason": {"type": "string"},
                                            "score": {"type": "integer", "minimum": 1, "maximum": 10}},
           "required": ["reason", "score"], "additionalProperties": False}
-
 
 def load(path: str, lang: str | None = None) -> list[Item]:
     """The items of a WritingBench query file (only those of language `lang` when given and recorded)."""
@@ -53,10 +54,8 @@ def load(path: str, lang: str | None = None) -> list[Item]:
                                             "domain2": row.get("domain2", ""), "lang": row.get("lang")}))
     return items
 
-
 def critic_messages(query: str, response: str, criterion: dict) -> tuple[dict[str, str], ...]:
     """The judge's one message for one (response, criterion) pair."""
-    from harnessrl_jax.rubric.judges import templates
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prompts", "writingbench_critic.txt")
     bands = "\n".join(f"- {b}: {criterion[b]}" for b in BANDS)
@@ -64,10 +63,8 @@ def critic_messages(query: str, response: str, criterion: dict) -> tuple[dict[st
                           description=criterion["criteria_description"], bands=bands)
     return ({"role": "user", "content": text},)
 
-
 def parse_score(text: str | None) -> int | None:
     """The integer 1-10 a critic answer gives as "score" (a JSON object, else a `score: N` pair), or None."""
-    from harnessrl_jax.rubric.judges.parse import json_objects, strip_thinking
 
     if not text:
         return None
@@ -82,7 +79,6 @@ def parse_score(text: str | None) -> int | None:
             return None
     m = re.search(r"(?i)\bscore\b[\"']?\s*[:=]\s*(\d+)\b", text)
     return int(m.group(1)) if m and 1 <= int(m.group(1)) <= 10 else None
-
 
 def score(responses: Sequence[Sequence[str]], items: Sequence[Item], judge=None, max_workers: int = 8) -> dict:
     """Benchmark score (mean item score x 10) with the judge's 1-10 criterion scores; `judge` is an LLM judge

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from harnessrl_jax.rubric.judges.anthropic_judge import AnthropicJudge  # imports `anthropic` only when built
 from harnessrl_jax.rubric.judges.base import (ERROR, FAILURES, OK, STATUSES, TIMEOUT, UNPARSED, Judge,
-                                              JudgeProtocol, ScoreMatrix, total_failures)
+                                              JudgeProtocol, ScoreMatrix, Unjudged, total_failures)
 from harnessrl_jax.rubric.judges.cache import JudgeCache, cache_key
 from harnessrl_jax.rubric.judges.llm import MODES, CallFailed, Completion, LLMJudge
 from harnessrl_jax.rubric.judges.openai_compat import OpenAIJudge
@@ -23,13 +24,7 @@ from harnessrl_jax.rubric.judges.routing import RoutingJudge
 from harnessrl_jax.rubric.judges.rule import RuleJudge
 
 
-def _anthropic(**kwargs):
-    from harnessrl_jax.rubric.judges.anthropic_judge import AnthropicJudge
-
-    return AnthropicJudge(**kwargs)
-
-
-JUDGES = {"rule": RuleJudge, "openai": OpenAIJudge, "anthropic": _anthropic}
+JUDGES = {"rule": RuleJudge, "openai": OpenAIJudge, "anthropic": AnthropicJudge}
 
 
 def make_judge(config: Mapping[str, Any]) -> Judge:
@@ -52,17 +47,9 @@ def make_judge(config: Mapping[str, Any]) -> Judge:
     return JUDGES[kind](**cfg)
 
 
-def __getattr__(name):  # AnthropicJudge imports `anthropic` only when asked for
-    if name == "AnthropicJudge":
-        from harnessrl_jax.rubric.judges.anthropic_judge import AnthropicJudge
-
-        return AnthropicJudge
-    raise AttributeError(name)
-
-
 __all__ = [
     "AnthropicJudge", "CallFailed", "Completion", "ERROR", "FAILURES", "JUDGES", "Judge", "JudgeCache",
     "JudgeProtocol", "LLMJudge", "MODES", "OK", "OpenAIJudge", "Parsed", "RoutingJudge", "RuleJudge", "STATUSES",
-    "ScoreMatrix", "TIMEOUT", "UNPARSED", "cache_key", "make_judge", "parse_rubric_verdicts", "parse_verdict",
-    "total_failures",
+    "ScoreMatrix", "TIMEOUT", "UNPARSED", "Unjudged", "cache_key", "make_judge", "parse_rubric_verdicts",
+    "parse_verdict", "total_failures",
 ]

@@ -217,3 +217,13 @@ def check_batch(tasks: Sequence[Task], responses: Sequence[Sequence[str]],
             if not isinstance(r, str):
                 raise TypeError(f"task {t.id!r}: a response must be a string, got {type(r).__name__}")
     return [tuple(c) for c in criteria]
+
+
+class Unjudged(Judge):
+    """The judge of LLM criteria when no LLM judge is configured: every cell not judged (NaN, status 'error')."""
+
+    name = "unjudged"
+
+    def score_batch(self, tasks, responses, criteria=None):
+        criteria = check_batch(tasks, responses, criteria)
+        return [ScoreMatrix.empty([c.id for c in cs], len(rs), self.name) for rs, cs in zip(responses, criteria)]

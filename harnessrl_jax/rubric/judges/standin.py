@@ -156,7 +156,7 @@ class StandInServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-            def do_GET(self):  # /v1/models, as configs.needs probes it
+            def do_GET(self):  # /v1/models, as checks.needs probes it
                 self._send(200, {"object": "list", "data": [{"id": "standin", "object": "model"}]})
 
             def do_POST(self):

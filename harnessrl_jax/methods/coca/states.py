@@ -1,27 +1,5 @@
-"""CoCA: capability-aware rubric calibration and frontier-guided on-policy self-distillation (methods.md 1).
-
-Per query, a Normal group (query only, G_N) and a Guided group (the rubric shown, G_G) from the same pre-update
-policy, both judged under the original rubric. Achievement rates (polarity-aware: a pitfall is achieved when
-avoided) put every criterion in one state:
-
-    unjudged        no valid verdict in one of the groups
-    too_hard        pN = pG = 0              -> calibration: weaken (this visit only)
-    learnable       pN = 0 < pG              -> the frontier gate
-    regressive      pG < pN - m_reg          -> counted (Guided GRPO penalises it when it runs)
-    saturated       pN = 1                   -> calibration: strengthen (this visit only)
-    discriminative  otherwise                -> Normal GRPO sees it
-
-Both groups are re-scored under the adapted rubric C~ (rN, rG). The gate (1.7): a query is qualified when it has a
-learnable criterion and a Guided response achieves all of them and beats the best Normal reward by more than
-delta_F; then the Guided Frontier teaches, in the context of the learnable criteria (and itself as a privileged
-demonstration), the Current Frontier (the best Normal response) by the top-k forward KL (rl/distill.py); otherwise
-the Guided group is trained with GRPO in its own context. Normal GRPO runs on every query:
-
-    L = L_GRPO(Normal rows + Guided rows of unqualified queries) + lambda_D * L_OPSD(qualified queries)
-
-This module holds the pure parts (states, rates, the gate, the transition table) and the description; the
-calibration is in coca_calibration.py and the step's stages in coca_step.py.
-"""
+"""CoCA's pure parts: its settings, the achievement rates of the two groups, the five criterion states, the frontier
+gate and the state-transition table of its analysis."""
 
 from __future__ import annotations
 
@@ -31,6 +9,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from harnessrl_jax.methods.updates import achieved
 from harnessrl_jax.words import CriterionState
 
 UNJUDGED, TOO_HARD, LEARNABLE, REGRESSIVE, SATURATED, DISCRIMINATIVE = (
@@ -86,8 +65,6 @@ class CoCAConfig:
 
 def achievement(S, points) -> np.ndarray:
     """[K, J]: 1 where a response achieves criterion k (a requirement met, a pitfall avoided), NaN: no verdict."""
-    from harnessrl_jax.methods.updates import achieved
-
     return achieved(S, points)
 
 
@@ -179,19 +156,5 @@ def transitions(lines: Iterable[dict]) -> tuple[Counter, dict[str, dict[str, flo
     return joint, conditional
 
 
-# ------------------------------------------------------------------------------------------------ the method
-
-
-def coca(config):
-    """CoCA: seed rubric, uniform draws, the dual-group scheme with the distillation term (config.coca)."""
-    from harnessrl_jax import configs
-    from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
-    from harnessrl_jax.methods.base import Method
-
-    c = configs.method_config(config, "coca")
-    return Method(name="coca", sampler=config.tasks.sampler, transitions=FROZEN_TRANSITIONS,
-                  memory=not config.harness.no_memory, scheme="coca", distill_coef=c.distill_coef)
-
-
 __all__ = ["CoCAConfig", "DISCRIMINATIVE", "Gate", "LEARNABLE", "REGRESSIVE", "SATURATED", "STATES", "TOO_HARD",
-           "UNJUDGED", "achievement", "coca", "diagnose", "rates", "select_frontiers", "transitions"]
+           "UNJUDGED", "achievement", "diagnose", "rates", "select_frontiers", "transitions"]

@@ -26,9 +26,12 @@ from typing import Sequence
 
 import numpy as np
 
+from harnessrl_jax.evolver import templates
 from harnessrl_jax.evolver.text import content_words
 from harnessrl_jax.evolver.tightening import RANGE_RULES, THRESHOLD_RULES, replace_number, tags_with_kwargs
-from harnessrl_jax.methods.coca import SATURATED, TOO_HARD
+from harnessrl_jax.methods.coca.states import SATURATED, TOO_HARD
+from harnessrl_jax.methods import llm
+from harnessrl_jax.methods.guidance import load_template
 from harnessrl_jax.rubric import rules
 from harnessrl_jax.rubric.schema import Criterion
 
@@ -159,8 +162,6 @@ class Calibrator:
     criteria are left as they are and counted skipped)."""
 
     def __init__(self, client=None, *, length_factor: float = 3.0, max_workers: int = 8):
-        from harnessrl_jax.methods.guidance import load_template
-
         self.client, self.length_factor, self.max_workers = client, length_factor, max_workers
         self.templates = {STRENGTHEN: load_template("coca_strengthen"), WEAKEN: load_template("coca_weaken")}
 
@@ -203,9 +204,6 @@ class Calibrator:
         return Rewrite(k, c.id, d, c.text, candidate.text, "ok", points=c.points)
 
     def _ask(self, task, c: Criterion, d: str, pn: float, pg: float) -> str | None:
-        from harnessrl_jax.evolver import templates
-        from harnessrl_jax.methods import llm
-
         prompt = templates.fill(self.templates[d], task_prompt=task.user_text, criterion=c.text,
                                 points=f"{c.points:g}", polarity="pitfall" if c.points < 0 else "requirement",
                                 pass_rate_normal=f"{pn:.2f}", pass_rate_guided=f"{pg:.2f}")

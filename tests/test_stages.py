@@ -12,11 +12,12 @@ import jax
 import numpy as np
 import pytest
 
-from harnessrl_jax import build, loop, methods
+from harnessrl_jax import build, methods, stages
 from harnessrl_jax.harness import AddField, DownweightTask, apply
 from harnessrl_jax.harness.render import fit_fields, render_prompt
 from harnessrl_jax.harness.state import GAMMAS, guidance_cap
 from harnessrl_jax.rl.batch import build_batch
+from harnessrl_jax.stepper import Stepper
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +28,7 @@ def _config(tiny_config):
 
 def stepper(run, tmp_path, **harness):
     config = TINY(**harness)
-    s = loop.Stepper(dataclasses.replace(run, config=config), methods.describe(config), str(tmp_path))
+    s = Stepper(dataclasses.replace(run, config=config), methods.describe(config), str(tmp_path))
     s.start(None)
     return s
 
@@ -52,7 +53,7 @@ def test_guidance_reaches_the_rollouts_fitted_to_the_budget_or_counted_when_it_c
     q, honey = run.tasks  # say-q, say-honey
     long_ref = "say honey. " * 60  # ~600 characters = tokens of the character tokenizer: over the 320 budget
     fields = [(("criterion", "say q twice."),), (("criterion", "say honey."), ("reference", long_ref))]
-    g = loop.sample_groups(run, [q, honey], fields, seed=3)
+    g = stages.sample_groups(run, [q, honey], fields, seed=3)
     assert g.guided == [True, True] and g.shortened == [False, True] and g.over_budget == [False, False]
     text = run.tokenizer.decode(g.prompt_ids[0], skip_special_tokens=False)
     assert "<criterion>say q twice.</criterion>" in text
@@ -62,7 +63,7 @@ def test_guidance_reaches_the_rollouts_fitted_to_the_budget_or_counted_when_it_c
     bare = render_prompt(run.tokenizer, honey.prompt, tokenize=True)
     tight = dataclasses.replace(run, prompt_limit=len(bare) + 30)
     huge = (("criterion", "say honey. " * 40), ("critique", "none said honey. " * 40))
-    g = loop.sample_groups(tight, [honey], [huge], seed=3)
+    g = stages.sample_groups(tight, [honey], [huge], seed=3)
     assert g.over_budget == [True] and g.guided == [False] and g.prompt_ids[0] == bare
 
 
@@ -71,7 +72,7 @@ def test_the_critics_hooks_refuse_what_cannot_be_sampled_as_proposed(tiny_setup)
     honey = run.tasks[1]
     bare = render_prompt(run.tokenizer, honey.prompt, tokenize=True)
     tight = dataclasses.replace(run, prompt_limit=len(bare) + 60)
-    hooks = loop.critic_hooks(tight, seed=1, timer={"critic": 0.0, "resampled": 0})
+    hooks = stages.critic_hooks(tight, seed=1, timer={"critic": 0.0, "resampled": 0})
     assert hooks.prompt_problem(honey, (("criterion", "say honey."),)) is None
     huge = (("criterion", "say honey. " * 40), ("critique", "none said honey. " * 40))
     assert fit_fields(run.tokenizer, honey.prompt, huge, tight.prompt_limit)[0] is None
@@ -148,7 +149,7 @@ def test_a_downweighted_tasks_importance_weight_reaches_the_batch(tiny_setup, tm
     s = stepper(run, tmp_path)
     s.harness = apply(s.harness, [DownweightTask("say-q")] * 3)  # level 3: weight gamma3
     spy = BatchSpy(run, monkeypatch)
-    seed = loop.step_seed(build.initial_state(run), 0)
+    seed = stages.step_seed(build.initial_state(run), 0)
     idx, _ = s.sampler.draw(s.harness, seed, run.config.tasks_per_step)
     _, metrics, _ = s.step(build.initial_state(run), 0)
     s.close()
@@ -164,13 +165,13 @@ def test_a_downweighted_tasks_importance_weight_reaches_the_batch(tiny_setup, tm
 def test_mini_batches_update_twice_from_the_first_policys_logprobs(tiny_setup):
     run = tiny_setup
     tasks = list(run.tasks)
-    g = loop.sample_groups(run, tasks, seed=5)
+    g = stages.sample_groups(run, tasks, seed=5)
     adv = np.random.default_rng(0).standard_normal((2, run.config.num_generations)).astype(np.float32)
     u = np.array([1.7, 0.6], np.float32)
     config = run.config.copy_and_resolve_references()
     config.mini_batches = 2
     two = dataclasses.replace(run, config=config)
-    state, metrics = loop.train_on_rollouts(two, build.initial_state(run), g.rollouts, adv, u)
+    state, metrics = stages.train_on_rollouts(two, build.initial_state(run), g.rollouts, adv, u)
     assert int(jax.device_get(state.step)) == 2 and np.isfinite(metrics["train/loss"])
     # The same two updates by hand: each block's old logprobs from the policy before the first update.
     t = run.trainer
@@ -186,7 +187,7 @@ def test_mini_batches_update_twice_from_the_first_policys_logprobs(tiny_setup):
     for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(ref.params)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
     # And it is not the same as one update on the whole batch.
-    one, _ = loop.train_on_rollouts(run, build.initial_state(run), g.rollouts, adv, u)
+    one, _ = stages.train_on_rollouts(run, build.initial_state(run), g.rollouts, adv, u)
     assert not all(np.allclose(np.asarray(a), np.asarray(b)) for a, b in
                    zip(jax.tree.leaves(one.params), jax.tree.leaves(state.params)))
 
@@ -194,7 +195,7 @@ def test_mini_batches_update_twice_from_the_first_policys_logprobs(tiny_setup):
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEAP = """
 import ctypes, sys
-from harnessrl_jax import loop
+from harnessrl_jax import stages
 libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
@@ -212,13 +213,13 @@ for block, _ in pairs:
 for block, _ in pairs:
     libc.free(block)
 before = rss_mb()
-loop.release_free_heap()
+stages.release_free_heap()
 print(before, rss_mb())
 """
 
 
 def test_release_free_heap_gives_freed_heap_pages_back_to_the_system():
-    if loop._malloc_trim() is None:
+    if stages._malloc_trim() is None:
         pytest.skip("the C library has no malloc_trim (not glibc)")
     # A fresh process: a test worker's heap state (what earlier tests left, its mmap threshold) is not this test's.
     out = subprocess.run([sys.executable, "-c", HEAP], cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -233,7 +234,7 @@ def test_step_1_embeds_the_seed_criteria_before_the_evolver_reads_the_memory(tin
     run = tiny_setup
     config = TINY()
     config.memory.embedder = "default"  # the bundled MiniLM: a semantic index, which the tiny config leaves out
-    s = loop.Stepper(dataclasses.replace(run, config=config), methods.describe(config), str(tmp_path))
+    s = Stepper(dataclasses.replace(run, config=config), methods.describe(config), str(tmp_path))
     s.start(None)
     assert s.memory.semantic._deferred
     owed_at_evolver = []

@@ -1,11 +1,11 @@
-"""CoCA's scheme: the group and train stages of the one step (loop.Stepper) for CoCA (methods.md 1.10).
+"""CoCA's scheme (methods.parts.Scheme): the groups of a step and how it trains on them.
 
-    normal  = scheme.sample(run, tasks, C, seed)        Y_N (bare prompts, n = G_N) and Y_G (rubric shown, n = G_G,
-                                                        seed + 1), both through loop.sample_groups, theta_old
-    S, r    = scheme.judge(run, score_responses)        both groups under the original rubric C, one pooled call;
+    normal  = scheme.sample(run, H, idx, tasks, ...)    Y_N (bare prompts, n = G_N) and Y_G (rubric C shown, n = G_G,
+                                                        seed + 1), both through stages.sample_groups, theta_old
+    S, r    = scheme.judge(run, H, tasks, normal)       both groups under the original rubric C, one pooled call;
                                                         the Normal group's S and rewards go on through the step
     ...     the attributor observes the Normal groups, the memory records them (as for every method)
-    state.. = scheme.train(run, state, step, u, ...)    diagnose -> calibrate (C~) -> re-judge the rewritten rows
+    result  = scheme.train(run, state, ...)             diagnose -> calibrate (C~) -> re-judge the rewritten rows
                                                         -> gate -> advantages -> teacher top-k (theta_old) -> one
                                                         sharded step: L_GRPO + lambda_D * L_OPSD
 
@@ -29,12 +29,15 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from harnessrl_jax.methods.coca import (SATURATED, STATES, TOO_HARD, UNJUDGED, CoCAConfig, achievement,
+from harnessrl_jax.evolver import templates
+from harnessrl_jax.methods.coca.states import (SATURATED, STATES, TOO_HARD, UNJUDGED, CoCAConfig, achievement,
                                         diagnose, rates as achievement_rates, select_frontiers)
-from harnessrl_jax.methods.coca_calibration import STRENGTHEN, WEAKEN, Calibrator
+from harnessrl_jax.methods.coca.calibration import STRENGTHEN, WEAKEN, Calibrator
 from harnessrl_jax.methods.guidance import PromptBudget, TaskPrompts, after_last_user, load_template
+from harnessrl_jax.methods.parts import PartsContext, Scheme, TrainResult
 from harnessrl_jax.rl.batch import build_batch, concat_rollouts, round_up
 from harnessrl_jax.rubric.reward import rubric_reward
+from harnessrl_jax.stages import GroupBatch, compute_advantages, sample_groups, score_responses, train_on_batch
 
 
 def criteria_block(criteria: Sequence) -> str:
@@ -47,15 +50,11 @@ def criteria_block(criteria: Sequence) -> str:
 
 def guided_messages(task, criteria: Sequence, template: str):
     """P_G(x, C): the rubric after the last user message (AMB-1.1)."""
-    from harnessrl_jax.evolver import templates
-
     return after_last_user(task.prompt, templates.fill(template, criteria=criteria_block(criteria)).strip())
 
 
 def teacher_messages(task, learnable: Sequence, demo: str | None, template: str):
     """P_T(x, L_x, y_GF): the learnable criteria and, when given, the Guided Frontier as an example (AMB-1.6)."""
-    from harnessrl_jax.evolver import templates
-
     demonstration = "" if demo is None else \
         f"An example response that meets them:\n<example>\n{demo}\n</example>\n"
     return after_last_user(task.prompt, templates.fill(template, criteria=criteria_block(learnable),
@@ -71,16 +70,16 @@ def fitted(build, items: Sequence, budget: PromptBudget):
     return None, True
 
 
-def both_groups(judge_fn, run, tasks, normal, guided, criteria):
-    """((S, rewards) of the Normal groups, (S, rewards) of the Guided ones, metrics): one pooled judge call
-    (`judge_fn` = loop.score_responses) when the groups are the same size, one per group otherwise (its rewards
-    are one [T, J] array per call)."""
+def both_groups(judge, tasks, normal, guided, criteria):
+    """((S, rewards) of the Normal groups, (S, rewards) of the Guided ones, metrics): one pooled judge call when
+    the groups are the same size, one per group otherwise (its rewards are one [T, J] array per call)."""
     T = len(tasks)
     if len(normal[0]) == len(guided[0]):
-        S, rewards, metrics = judge_fn(run.judge, list(tasks) * 2, list(normal) + list(guided), list(criteria) * 2)
+        S, rewards, metrics = score_responses(judge, list(tasks) * 2, list(normal) + list(guided),
+                                              list(criteria) * 2)
         return (S[:T], rewards[:T]), (S[T:], rewards[T:]), metrics
-    S_n, r_n, m_n = judge_fn(run.judge, tasks, normal, criteria)
-    S_g, r_g, m_g = judge_fn(run.judge, tasks, guided, criteria)
+    S_n, r_n, m_n = score_responses(judge, tasks, normal, criteria)
+    S_g, r_g, m_g = score_responses(judge, tasks, guided, criteria)
     share = len(normal[0]) / (len(normal[0]) + len(guided[0]))
     metrics = {"reward/judge_failures": m_n["reward/judge_failures"] + m_g["reward/judge_failures"],
                "reward/judged_fraction": share * m_n["reward/judged_fraction"]
@@ -94,19 +93,21 @@ class Visit:
 
     tasks: list
     criteria: list  # per task, the original rubric C
-    normal: object  # loop.Groups
-    guided: object
+    normal: GroupBatch
+    guided: GroupBatch
     S_normal: list
     S_guided: list
     r_normal: np.ndarray  # [T, G_N] under C
     r_guided: np.ndarray
 
 
-class CoCAScheme:
-    """CoCA's dual groups, calibration, gate and distillation as stages of loop.Stepper (see the module
-    docstring); `client` is the evolver model's (LLM criteria's rewriter) or None; `workdir` gets coca.jsonl."""
+class CoCAScheme(Scheme):
+    """CoCA's dual groups, calibration, gate and distillation (see the module docstring); `client` is the evolver
+    model's (LLM criteria's rewriter) or None; `workdir` gets coca.jsonl."""
 
     name = "coca"
+    writes_prompts = True
+    uses_evolver_model = True  # the rewriter of LLM criteria
 
     def __init__(self, config: CoCAConfig, *, client=None, workdir: str | None = None):
         self.config, self.workdir = config, workdir
@@ -119,12 +120,27 @@ class CoCAScheme:
         self._metrics: dict[str, float] = {}
         self._timings: dict[str, float] = {}
 
+    @classmethod
+    def build(cls, ctx: PartsContext, *, settings: CoCAConfig):
+        return cls(settings, client=ctx.client, workdir=ctx.workdir)
+
+    @classmethod
+    def check(cls, config, *, settings: CoCAConfig) -> list[str]:
+        out = []
+        if sum(settings.groups) != int(config.num_generations):
+            out.append(f"--config.coca.groups={settings.groups} splits the rollout budget --config.num_generations="
+                       f"{config.num_generations} per query into (G_N, G_G): their sum must equal it")
+        if int(config.mini_batches) != 1:
+            out.append(f"--config.mini_batches={config.mini_batches}: CoCA's teacher targets are taken for one "
+                       f"update per batch (theta_old = the current params); use 1")
+        return out
+
     # ------------------------------------------------------------------------------------------- rollouts
 
-    def sample(self, run, tasks: Sequence, criteria: Sequence[Sequence], seed: int):
-        """Y_N and Y_G from the engine's (pre-update) params; returns the Normal groups."""
-        from harnessrl_jax.loop import sample_groups
-
+    def sample(self, run, harness, idx: Sequence[int], tasks: Sequence, *, step: int, seed: int) -> GroupBatch:
+        """Y_N and Y_G from the engine's (pre-update) params under the harness's rubric C; returns the Normal
+        groups."""
+        criteria = [harness.criteria(t.id) for t in tasks]
         g_n, g_g = self.config.groups
         start = time.perf_counter()
         normal = sample_groups(run, tasks, None, seed=seed, n=g_n)
@@ -143,21 +159,20 @@ class CoCAScheme:
                            np.zeros(0))
         return normal
 
-    def judge(self, run, judge_fn):
-        """Both groups under the original rubric in one pooled call (`judge_fn` = loop.score_responses);
-        returns (S, rewards, metrics) of the Normal groups."""
+    def judge(self, run, harness, tasks: Sequence, groups: GroupBatch):
+        """Both groups under the original rubric in one pooled call; returns (S, rewards, metrics) of the Normal
+        groups."""
         v = self.visit
         (v.S_normal, v.r_normal), (v.S_guided, v.r_guided), metrics = both_groups(
-            judge_fn, run, v.tasks, v.normal.responses, v.guided.responses, v.criteria)
+            run.judge, v.tasks, v.normal.responses, v.guided.responses, v.criteria)
         return v.S_normal, v.r_normal, metrics
 
     # ---------------------------------------------------------------------------------------------- train
 
-    def train(self, run, state, step: int, u: np.ndarray, judge_fn, train_fn):
-        """Diagnosis, calibration, gate, advantages and the one train step: (state, train metrics, advantage
-        metrics, stage times, rN) with rN [T, G_N] under C~ (what the sampler observes)."""
-        from harnessrl_jax.loop import compute_advantages
-
+    def train(self, run, state, *, step: int, harness, next_harness, tasks: Sequence, groups: GroupBatch,
+              rewards: np.ndarray, u: np.ndarray) -> TrainResult:
+        """Diagnosis, calibration, gate, advantages and the one train step; the rewards given back are rN [T, G_N]
+        under C~ (what the sampler observes)."""
         cfg, v = self.config, self.visit
         T = len(v.tasks)
         timings = dict(self._timings)
@@ -183,7 +198,7 @@ class CoCAScheme:
             changed = [(n, ks) for n, ks in changed if ks]
             if changed:
                 (new_n, _), (new_g, _), _ = both_groups(
-                    judge_fn, run, [v.tasks[n] for n, _ in changed], [v.normal.responses[n] for n, _ in changed],
+                    run.judge, [v.tasks[n] for n, _ in changed], [v.normal.responses[n] for n, _ in changed],
                     [v.guided.responses[n] for n, _ in changed], [[adapted[n][k] for k in ks] for n, ks in changed])
                 for j, (n, ks) in enumerate(changed):
                     S_n[n][ks], S_g[n][ks] = new_n[j], new_g[j]
@@ -227,7 +242,7 @@ class CoCAScheme:
         timings["time/teacher"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        state, train_metrics = train_fn(run, state, batch)
+        state, train_metrics = train_on_batch(run, state, batch)
         timings["time/train_step"] = time.perf_counter() - start
 
         self._metrics = self._step_metrics(states, rewrites, v, rN, rG, gates, student_rows, teacher_info, S_n,
@@ -236,7 +251,7 @@ class CoCAScheme:
         self._metrics["coca/kl"] = train_metrics.get("train/distill_kl", float("nan")) if tokens else float("nan")
         self._write_lines(step, v, states, rates, rewrites, rN, rG, gates)
         self.steps_done = step + 1
-        return state, train_metrics, adv_metrics, timings, rN
+        return TrainResult(state, train_metrics, adv_metrics, timings, rN)
 
     def _student_rows(self, gates, g_n: int, g_g: int, T: int) -> dict[int, list[int]]:
         """Per qualified query, the batch rows distilled into."""
