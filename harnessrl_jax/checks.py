@@ -56,7 +56,7 @@ def check(config) -> list[str]:
                      f"{', '.join(sorted(build.TASK_SOURCES))}")
         if s["tasks"].sampler not in SAMPLERS:
             p.append(f"--config.tasks.sampler={s['tasks'].sampler!r}: expected one of {', '.join(sorted(SAMPLERS))} "
-                     f"(a method whose mechanism is the sampler, as SEC's or HarnessBandit's, brings its own)")
+                     "(a method whose mechanism is the sampler brings its own)")
     if "memory" in s:
         p += _embedder_problems(s["memory"])
     if "harness" in s and "judge" in s and "evolver_model" in s:

@@ -18,7 +18,7 @@ asking again returns the same answer (the server is up; its answers are the prob
 Evolver model. Each call decides a harness update, so any call that fails after the client's retries (no answer:
 connection, 5xx, timeout) is asked again after the pause, and a model still down raises `ModelOutage`; a request the
 server refuses (a 4xx) is passed back to the caller, which records it (a rejected candidate with the reason).
-Oracle (`eval.oracle.oracle_run`): a step's pairwise calls under the judge's rule, its share of unanswered calls.
+Oracle (`eval.oracle_run.oracle_run`): a step's pairwise calls under the judge's rule, its share of unanswered calls.
 
 Secrets never pass through here: servers are named by URL and model, never by the key that reaches them.
 """

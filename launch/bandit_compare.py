@@ -46,7 +46,7 @@ FLAGS = flags.FLAGS
 def evaluate_policy(config, workdir: str, arms, step: int | None) -> dict:
     """{arm: eval.harness_arms block} for checkpoint `step` of workdir (0: the untrained policy)."""
     from harnessrl_jax import build, methods
-    from harnessrl_jax.eval import eval_tasks, restore_policy
+    from harnessrl_jax.eval.evaluate import eval_tasks, restore_policy
     from harnessrl_jax.eval.harness_arms import evaluate_arm
 
     threshold = methods.settings(config, "bandit").pass_threshold

@@ -65,7 +65,7 @@ def run_eval(config, workdir: str, *, step: int | None = None, split: str = "hel
              pass_threshold: float | None = None) -> dict:
     """Evaluates and writes the eval.json; returns its content."""
     from harnessrl_jax import build, checks, methods
-    from harnessrl_jax.eval import eval_tasks, evaluate, restore_policy, save_eval, split_label
+    from harnessrl_jax.eval.evaluate import eval_tasks, evaluate, restore_policy, save_eval, split_label
     from harnessrl_jax.eval import ood as ood_lib
 
     specs = ood_lib.parse_specs(ood)

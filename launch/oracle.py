@@ -62,6 +62,7 @@ def parse_steps(text: str) -> list[int] | None:
 def main(argv):
     del argv
     from harnessrl_jax.eval import oracle as lib
+    from harnessrl_jax.eval.oracle_run import oracle_run
 
     settings = {"timeout_s": FLAGS.timeout_s}
     if FLAGS.api_key_env:
@@ -73,11 +74,11 @@ def main(argv):
     oracle = lib.PairwiseOracle(client, store, max_workers=FLAGS.max_workers)
     outage = failures.OutagePolicy(FLAGS.max_failed_fraction, FLAGS.outage_pause_s, FLAGS.outage_retries, "--")
     try:
-        summary = lib.oracle_run(FLAGS.workdir, oracle, steps=parse_steps(FLAGS.steps), anchors=FLAGS.anchors,
+        summary = oracle_run(FLAGS.workdir, oracle, steps=parse_steps(FLAGS.steps), anchors=FLAGS.anchors,
                                  progress=logging.info, outage=outage)
     except failures.ModelOutage as e:
         raise UserError(f"{e}. The answered calls are kept in {store}: once the server answers again, rerun the "
-                            f"same command to go on from there") from None
+                        f"same command to go on from there") from None
     finally:
         oracle.close()
     print(json.dumps(summary, indent=1))

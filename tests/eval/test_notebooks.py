@@ -76,7 +76,7 @@ def test_process_statistics_notebook(analysed_runs, monkeypatch):
 
 
 def test_case_study_notebook(analysed_runs, monkeypatch):
-    from harnessrl_jax.eval.oracle import recorded_draws
+    from harnessrl_jax.eval.oracle_run import recorded_draws
 
     text, scope = run_notebook("case_study.ipynb", monkeypatch, HARNESSRL_RUNS=analysed_runs)
     story = scope["story"]

@@ -112,7 +112,7 @@ def test_llama_cpp_server_as_the_oracle(llama_server, tmp_path):
 def test_a_runs_groups_give_the_pair_classes_of_their_rewards(analysed_runs):
     """launch/oracle.py on the tiny HarnessRL run: per step, the pair classes equal a re-derivation from the
     recorded rewards and the stand-in's rule; the summary counts every call."""
-    from harnessrl_jax.eval.oracle import recorded_draws, run_tasks
+    from harnessrl_jax.eval.oracle_run import recorded_draws, run_tasks
 
     run = os.path.join(analysed_runs, "harnessrl-s0")
     lines = [json.loads(line) for line in open(os.path.join(run, "oracle", "oracle.jsonl"))]
