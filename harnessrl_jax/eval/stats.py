@@ -7,6 +7,8 @@ the variance between runs; `seed_sd` is the macro aggregate's standard deviation
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import stats as scipy_stats
 
@@ -108,6 +110,12 @@ def run_level_test(a, b, strata=None, n: int = 10_000, *, seed: int = 0, level: 
     half = float(scipy_stats.t.ppf(0.5 + level / 2, df)) * se
     p = 2 * float(scipy_stats.t.sf(abs(diff) / se, df))
     return diff, diff - half, diff + half, p
+
+
+def sign_flip_seeds(p: float) -> int:
+    """The fewest runs per arm with which an exact paired sign-flip over runs can give a two-sided p below `p`: its
+    smallest p is 2 / 2**S, whatever the margins."""
+    return math.floor(1 + math.log2(1 / p)) + 1
 
 
 def paired_bootstrap_grid(a, b, strata=None, n: int = 10_000, *, seed: int = 0, level: float = 0.95

@@ -11,9 +11,10 @@ import sys
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from harnessrl_jax.eval import arm_tables, tables
-from harnessrl_jax.eval.stats import paired_permutation
+from harnessrl_jax.eval.stats import paired_bootstrap_grid, paired_permutation
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -83,20 +84,34 @@ def test_compare_tables_notebooks_and_eval_files(tmp_path, monkeypatch):
     assert row["diff"] == pytest.approx(np.nanmean(diff)) and row["ci_low"] <= row["diff"] <= row["ci_high"]
 
     # The statistics: the macro aggregate (mean of domain means), the seed SD (ddof = 1) and, against HarnessRL,
-    # the grid bootstrap interval and the permutation p, re-derived from the per-task scores.
+    # the run-level t interval and p over the two seeds' macro margins (scipy's one-sample t test), beside the
+    # paper's grid bootstrap interval and permutation p, re-derived from the per-task scores.
     domains = np.asarray(compare["tasks"]["domains"])
     grid = {a: np.stack([compare["per_step"][a][s]["2"]["seed_rubric"] for s in ("0", "1")], axis=1) for a in ARMS}
+
+    def per_seed_macro(g):
+        return np.array([np.mean([np.nanmean(g[domains == d, k]) for d in np.unique(domains)]) for k in range(2)])
+
     for arm in ARMS:
         st = compare["stats"]["final/seed_rubric"][arm]
         g = grid[arm]
         macro = np.mean([np.nanmean(g[domains == d]) for d in np.unique(domains)])
-        per_seed = [np.mean([np.nanmean(g[domains == d, k]) for d in np.unique(domains)]) for k in range(2)]
         assert st["macro"] == pytest.approx(macro) and st["seeds"] == 2
-        assert st["seed_sd"] == pytest.approx(np.std(per_seed, ddof=1))
+        assert st["seed_sd"] == pytest.approx(np.std(per_seed_macro(g), ddof=1))
         if arm != "harnessrl":
             assert st["diff"] == pytest.approx(macro - compare["stats"]["final/seed_rubric"]["harnessrl"]["macro"])
-            assert st["ci95"][0] <= st["diff"] + 1e-9 and st["diff"] <= st["ci95"][1] + 1e-9
-            assert st["p"] == pytest.approx(paired_permutation(grid["harnessrl"], g, 500)[1])
+            margins = per_seed_macro(g) - per_seed_macro(grid["harnessrl"])
+            if np.ptp(margins) > 1e-9:
+                ref = scipy_stats.ttest_1samp(margins, 0.0)
+                ci = ref.confidence_interval(0.95)
+                assert st["ci95_runs"] == [pytest.approx(ci.low), pytest.approx(ci.high)]
+                assert st["p_runs"] == pytest.approx(ref.pvalue)
+            else:  # the same margin in both runs (an arm two steps leave unchanged): run_level_test's documented values
+                same = abs(margins[0]) < 1e-12
+                assert (st["ci95_runs"], st["p_runs"]) == (([0.0, 0.0], 1.0) if same else ([None, None], None))
+            _, lo, hi = paired_bootstrap_grid(grid["harnessrl"], g, domains, 300)
+            assert st["ci95_cells"] == [pytest.approx(lo), pytest.approx(hi)]
+            assert st["p_cells"] == pytest.approx(paired_permutation(grid["harnessrl"], g, 500)[1])
 
     # each run's final evaluation is its eval.json, as launch/eval.py writes it
     ev = json.loads((out / "harnessrl-s1" / "eval.json").read_text())
