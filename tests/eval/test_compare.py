@@ -121,7 +121,10 @@ def test_compare_tables_notebooks_and_eval_files(tmp_path, monkeypatch):
     # the notebooks on this directory print the same numbers
     text, scope = run_notebook("paper_tables.ipynb", monkeypatch, out)
     assert f"{ {a: 2 for a in sorted(ARMS)} } runs" in text
-    assert tables.markdown(tables.compare_rows(compare)) in text
+    for key in ("final/seed_rubric", "final/oracle", "best/seed_rubric", "best/oracle"):
+        pick, metric = key.split("/")
+        assert f"{key}\n{tables.markdown(arm_tables.main_rows(compare, pick=pick, metric=metric))}" in text
+    assert arm_tables.seeds_note(compare) in text and "2 seeds per arm" in text
     stats = {r["statistic"]: r for r in scope["tables"].method_table(scope["runs"])}
     assert stats["heldout"]["harnessrl"]["n"] == 2 and stats["acceptance_rate"]["grpo"] is None
     for name, arms in (("main_table.ipynb", arm_tables.MAIN_ARMS), ("ablation_table.ipynb", arm_tables.ABLATION_ARMS),
@@ -129,6 +132,7 @@ def test_compare_tables_notebooks_and_eval_files(tmp_path, monkeypatch):
         text, _ = run_notebook(name, monkeypatch, out)
         rows = arm_tables.main_rows(compare, arms)
         assert tables.markdown(rows) in text and len(rows) == len([a for a in arms if a in ARMS])
+        assert "| p (runs) | [95% CI] (cells, paper) | p (cells, paper) |" in text
     text, _ = run_notebook("main_table.ipynb", monkeypatch, out)
     assert "| GRPO | " in text and "| EvoRubric | " in text and "(reference)" in text
     assert "no OOD evaluation in these runs" in text
