@@ -115,6 +115,8 @@ def run_level_test(a, b, strata=None, n: int = 10_000, *, seed: int = 0, level: 
 def sign_flip_seeds(p: float) -> int:
     """The fewest runs per arm with which an exact paired sign-flip over runs can give a two-sided p below `p`: its
     smallest p is 2 / 2**S, whatever the margins."""
+    if not 0 < p <= 1:
+        raise ValueError(f"sign_flip_seeds: p = {p} is not in (0, 1]")
     return math.floor(1 + math.log2(1 / p)) + 1
 
 
@@ -148,8 +150,8 @@ def paired_bootstrap_grid(a, b, strata=None, n: int = 10_000, *, seed: int = 0, 
 def paired_permutation(a, b, n: int = 10_000, *, seed: int = 0) -> tuple[float, float]:
     """The paper's test (a reproduction; every (item, seed) pair is a unit, so with run-to-run variance it rejects a
     true null far above its nominal rate): (mean difference b - a, two-sided p), the paired sign-flip test of
-    methods.md 4.7 over the pairs where both are finite: each of `n` permutations swaps the two arms' labels of every pair with probability 1/2, and
-    p = (1 + #{|D_perm| >= |D_obs|}) / (1 + n)."""
+    methods.md 4.7 over the pairs where both are finite: each of `n` permutations swaps the two arms' labels of
+    every pair with probability 1/2, and p = (1 + #{|D_perm| >= |D_obs|}) / (1 + n)."""
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
     if a.shape != b.shape:
         raise ValueError(f"paired_permutation: {a.shape} and {b.shape} are not aligned")
