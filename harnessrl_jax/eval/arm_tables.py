@@ -1,7 +1,8 @@
 """The paper's comparison tables from a compare directory (launch/compare.py): every arm's held-out score per
-domain, its macro aggregate with the seed standard deviation, and its margin against a reference arm with the
-item x seed bootstrap interval and the permutation p (methods.md 4.7); the failure shares per arm with their
-Spearman correlation to the held-out score (the paper's Fig. 3 and its table, 4.5).
+domain, its macro aggregate with the seed standard deviation, and its margin against a reference arm with an
+interval and p that count training runs (eval.stats.run_level_test), beside the paper's cell-level bootstrap and
+permutation p as labelled columns (methods.md 4.7); the failure shares per arm with their Spearman correlation to
+the held-out score (the paper's Fig. 3 and its table, 4.5).
 
     compare = json.load(open("runs/compare/compare.json"))
     rows = main_rows(compare, MAIN_ARMS)            # or ABLATION_ARMS, REPLACEMENT_ARMS; arms absent are skipped
@@ -16,8 +17,10 @@ import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+from scipy import stats as scipy_stats
 
-from harnessrl_jax.eval.stats import macro_mean, paired_bootstrap_grid, paired_permutation, seed_sd
+from harnessrl_jax.eval.stats import (macro_mean, paired_bootstrap_grid, paired_permutation, run_level_test, seed_sd,
+                                      sign_flip_seeds)
 from harnessrl_jax.eval.tables import END_WINDOW, read_jsonl
 
 # The rows of the paper's tables, by arm name (launch/compare.py's PAPER_ARMS), with the paper's labels.
@@ -55,8 +58,9 @@ def arm_stats(compare: Mapping[str, Any], *, reference: str, n_boot: int = 10_00
               seed: int = 0) -> dict[str, dict[str, dict[str, Any]]]:
     """Per pick/metric and arm: `macro` (mean of domain means), `per_domain`, `seed_sd` (the macro aggregate's
     standard deviation over seeds, ddof = 1; None with one seed), `seeds`, and for arms other than `reference`:
-    `diff` (arm - reference, macro), `ci95` (crossed item x seed bootstrap stratified by domain) and `p` (paired
-    sign-flip permutation over (item, seed) pairs)."""
+    `diff` (arm - reference, macro), `ci95_runs` and `p_runs` (run_level_test: paired t over the seeds' macro
+    margins), and the paper's cell-level procedures `ci95_cells` (crossed item x seed bootstrap stratified by
+    domain, `n_boot` resamples) and `p_cells` (sign-flip over (item, seed) pairs, `n_perm` permutations)."""
     domains = np.asarray(compare["tasks"]["domains"])
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for pick in PICKS:
@@ -70,9 +74,11 @@ def arm_stats(compare: Mapping[str, Any], *, reference: str, n_boot: int = 10_00
                     "per_domain": {d: _num(np.nanmean(g[domains == d])) for d in dict.fromkeys(domains.tolist())},
                     "seed_sd": _num(seed_sd(g, domains)), "seeds": int(g.shape[1])}
                 if arm != reference and g.shape == ref.shape:
-                    diff, lo, hi = paired_bootstrap_grid(ref, g, domains, n_boot, seed=seed)
-                    row.update(diff=_num(diff), ci95=[_num(lo), _num(hi)],
-                               p=_num(paired_permutation(ref, g, n_perm, seed=seed)[1]))
+                    diff, lo, hi, p = run_level_test(ref, g, domains, seed=seed)
+                    _, cell_lo, cell_hi = paired_bootstrap_grid(ref, g, domains, n_boot, seed=seed)
+                    row.update(diff=_num(diff), ci95_runs=[_num(lo), _num(hi)], p_runs=_num(p),
+                               ci95_cells=[_num(cell_lo), _num(cell_hi)],
+                               p_cells=_num(paired_permutation(ref, g, n_perm, seed=seed)[1]))
                 block[arm] = row
             out[f"{pick}/{metric}"] = block
     return out
@@ -90,9 +96,11 @@ def _fmt(x, digits: int = 1) -> str:
 def main_rows(compare: Mapping[str, Any], arms: Sequence[str] | None = None, *, pick: str = "final",
               metric: str = "seed_rubric") -> list[dict[str, Any]]:
     """One row per arm present (in `arms` order): the held-out score per domain, the macro aggregate, the seed SD,
-    and the margin against compare's reference arm with its 95% interval and permutation p."""
+    the margin against compare's reference arm with its 95% interval and p counting runs, then the paper's
+    cell-level interval and p, labelled as such."""
     stats = compare["stats"][f"{pick}/{metric}"]
     ref = compare["reference"]
+    vs = f"vs {LABELS.get(ref, ref)}"
     arms = [a for a in (arms or list(stats)) if a in stats]
     rows = []
     for arm in arms:
@@ -102,13 +110,35 @@ def main_rows(compare: Mapping[str, Any], arms: Sequence[str] | None = None, *, 
         row["macro"] = _fmt(s["macro"])
         row["seed SD"] = _fmt(s["seed_sd"], 2)
         if arm == ref:
-            row[f"vs {LABELS.get(ref, ref)} [95% CI]"], row["p"] = "(reference)", ""
-        else:
-            lo, hi = s.get("ci95") or [None, None]
-            row[f"vs {LABELS.get(ref, ref)} [95% CI]"] = f"{_fmt(s.get('diff'))} [{_fmt(lo)}, {_fmt(hi)}]"
-            row["p"] = _fmt(s.get("p"), 4)
+            row.update({f"{vs} [95% CI, runs]": "(reference)", "p (runs)": "",
+                        "[95% CI] (cells, paper)": "", "p (cells, paper)": ""})
+        elif "diff" in s:
+            if "p_runs" not in s:
+                raise ValueError(f"compare stats {pick}/{metric} of arm {arm!r} have no run-level interval: the "
+                                 "compare.json predates it; run launch/compare.py again on the same --out (it "
+                                 "reads the saved scores and trains nothing)")
+            lo, hi = s["ci95_runs"]
+            cell_lo, cell_hi = s["ci95_cells"]
+            row.update({f"{vs} [95% CI, runs]": f"{_fmt(s['diff'])} [{_fmt(lo)}, {_fmt(hi)}]",
+                        "p (runs)": _fmt(s["p_runs"], 4),
+                        "[95% CI] (cells, paper)": f"[{_fmt(cell_lo)}, {_fmt(cell_hi)}]",
+                        "p (cells, paper)": _fmt(s["p_cells"], 4)})
         rows.append(row)
     return rows
+
+
+def seeds_note(compare: Mapping[str, Any]) -> str:
+    """What the run-level p of this comparison can claim with its number of seeds (the fewest of any arm)."""
+    seeds = min(len(v) for v in compare["per_step"].values())
+    if seeds < 2:
+        return f"{seeds} seed per arm: no run-level interval or p (the variance between runs is not measured)."
+    crit = float(scipy_stats.t.ppf(0.975, seeds - 1))
+    need = {p: sign_flip_seeds(p) for p in (0.05, 0.01, 0.001)}
+    return (f"{seeds} seeds per arm: the run-level 95% interval is the margin +- {crit:.2f} standard errors of the "
+            f"per-seed margins (t, {seeds - 1} df), and its p assumes those margins are normal across runs; a test "
+            f"that assumes nothing of their shape (an exact sign-flip over runs) cannot go below p = "
+            f"{2.0 ** (1 - seeds):.3g} with {seeds} seeds, and reaches p < 0.05, 0.01, 0.001 only with "
+            f"{need[0.05]}, {need[0.01]}, {need[0.001]} seeds.")
 
 
 # ------------------------------------------------------------------------------------------ failure shares

@@ -11,9 +11,10 @@ import sys
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from harnessrl_jax.eval import arm_tables, tables
-from harnessrl_jax.eval.stats import paired_permutation
+from harnessrl_jax.eval.stats import paired_bootstrap_grid, paired_permutation
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -83,20 +84,34 @@ def test_compare_tables_notebooks_and_eval_files(tmp_path, monkeypatch):
     assert row["diff"] == pytest.approx(np.nanmean(diff)) and row["ci_low"] <= row["diff"] <= row["ci_high"]
 
     # The statistics: the macro aggregate (mean of domain means), the seed SD (ddof = 1) and, against HarnessRL,
-    # the grid bootstrap interval and the permutation p, re-derived from the per-task scores.
+    # the run-level t interval and p over the two seeds' macro margins (scipy's one-sample t test), beside the
+    # paper's grid bootstrap interval and permutation p, re-derived from the per-task scores.
     domains = np.asarray(compare["tasks"]["domains"])
     grid = {a: np.stack([compare["per_step"][a][s]["2"]["seed_rubric"] for s in ("0", "1")], axis=1) for a in ARMS}
+
+    def per_seed_macro(g):
+        return np.array([np.mean([np.nanmean(g[domains == d, k]) for d in np.unique(domains)]) for k in range(2)])
+
     for arm in ARMS:
         st = compare["stats"]["final/seed_rubric"][arm]
         g = grid[arm]
         macro = np.mean([np.nanmean(g[domains == d]) for d in np.unique(domains)])
-        per_seed = [np.mean([np.nanmean(g[domains == d, k]) for d in np.unique(domains)]) for k in range(2)]
         assert st["macro"] == pytest.approx(macro) and st["seeds"] == 2
-        assert st["seed_sd"] == pytest.approx(np.std(per_seed, ddof=1))
+        assert st["seed_sd"] == pytest.approx(np.std(per_seed_macro(g), ddof=1))
         if arm != "harnessrl":
             assert st["diff"] == pytest.approx(macro - compare["stats"]["final/seed_rubric"]["harnessrl"]["macro"])
-            assert st["ci95"][0] <= st["diff"] + 1e-9 and st["diff"] <= st["ci95"][1] + 1e-9
-            assert st["p"] == pytest.approx(paired_permutation(grid["harnessrl"], g, 500)[1])
+            margins = per_seed_macro(g) - per_seed_macro(grid["harnessrl"])
+            if np.ptp(margins) > 1e-9:
+                ref = scipy_stats.ttest_1samp(margins, 0.0)
+                ci = ref.confidence_interval(0.95)
+                assert st["ci95_runs"] == [pytest.approx(ci.low), pytest.approx(ci.high)]
+                assert st["p_runs"] == pytest.approx(ref.pvalue)
+            else:  # the same margin in both runs (an arm two steps leave unchanged): run_level_test's documented values
+                same = abs(margins[0]) < 1e-12
+                assert (st["ci95_runs"], st["p_runs"]) == (([0.0, 0.0], 1.0) if same else ([None, None], None))
+            _, lo, hi = paired_bootstrap_grid(grid["harnessrl"], g, domains, 300)
+            assert st["ci95_cells"] == [pytest.approx(lo), pytest.approx(hi)]
+            assert st["p_cells"] == pytest.approx(paired_permutation(grid["harnessrl"], g, 500)[1])
 
     # each run's final evaluation is its eval.json, as launch/eval.py writes it
     ev = json.loads((out / "harnessrl-s1" / "eval.json").read_text())
@@ -106,7 +121,10 @@ def test_compare_tables_notebooks_and_eval_files(tmp_path, monkeypatch):
     # the notebooks on this directory print the same numbers
     text, scope = run_notebook("paper_tables.ipynb", monkeypatch, out)
     assert f"{ {a: 2 for a in sorted(ARMS)} } runs" in text
-    assert tables.markdown(tables.compare_rows(compare)) in text
+    for key in ("final/seed_rubric", "final/oracle", "best/seed_rubric", "best/oracle"):
+        pick, metric = key.split("/")
+        assert f"{key}\n{tables.markdown(arm_tables.main_rows(compare, pick=pick, metric=metric))}" in text
+    assert arm_tables.seeds_note(compare) in text and "2 seeds per arm" in text
     stats = {r["statistic"]: r for r in scope["tables"].method_table(scope["runs"])}
     assert stats["heldout"]["harnessrl"]["n"] == 2 and stats["acceptance_rate"]["grpo"] is None
     for name, arms in (("main_table.ipynb", arm_tables.MAIN_ARMS), ("ablation_table.ipynb", arm_tables.ABLATION_ARMS),
@@ -114,6 +132,7 @@ def test_compare_tables_notebooks_and_eval_files(tmp_path, monkeypatch):
         text, _ = run_notebook(name, monkeypatch, out)
         rows = arm_tables.main_rows(compare, arms)
         assert tables.markdown(rows) in text and len(rows) == len([a for a in arms if a in ARMS])
+        assert "| p (runs) | [95% CI] (cells, paper) | p (cells, paper) |" in text
     text, _ = run_notebook("main_table.ipynb", monkeypatch, out)
     assert "| GRPO | " in text and "| EvoRubric | " in text and "(reference)" in text
     assert "no OOD evaluation in these runs" in text
