@@ -39,6 +39,10 @@ def _typed_sections(config) -> tuple[dict, list[str]]:
 
 def check(config) -> list[str]:
     """Every value the config gets wrong, each as '--config.KEY...: what is wrong' (nothing is loaded)."""
+    try:
+        methods.lookup(config.method)  # a method given by module path registers its own section here
+    except ConfigError as e:
+        return e.problems
     s, p = _typed_sections(config)
     for key, low in (("total_steps", 1), ("tasks_per_step", 1), ("num_generations", 2), ("max_new_tokens", 1),
                      ("max_prompt_len", 1), ("micro_batches", 1), ("mini_batches", 1), ("train_seq_bucket", 0)):

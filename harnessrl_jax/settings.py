@@ -20,13 +20,16 @@ from typing import Any
 
 from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.evolver.attributor import AttributorConfig
-from harnessrl_jax.evolver.critic import GUIDANCE_BAND, RUBRIC_BAND, Bands
+from harnessrl_jax.evolver.critic import GUIDANCE_BAND, RUBRIC_BAND, SAMPLING_GATES, Bands
 from harnessrl_jax.evolver.rule_proposer import ProposerConfig
 from harnessrl_jax.memory.semantic import DEFAULT_EMBEDDER, MIN_COSINE
 from harnessrl_jax.rl.optim import OptimConfig
 from harnessrl_jax.rl.step import LossConfig
 from harnessrl_jax.words import INTERFACES, Interface
 
+# The step's two open choices: the context the loss sees, the rubric the advantages use (methods.schemes).
+LOSS_CONTEXTS = ("guided", "bare")
+ADVANTAGE_RUBRICS = ("before", "after")
 # What an environment variable's name looks like; an API key does not (mixed case and dashes, or far longer).
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
@@ -153,9 +156,9 @@ class HarnessSection:
     gate_replaced_rule: bool = True
 
     def __post_init__(self):
-        _one_of("loss_context", self.loss_context, ("guided", "bare"))
-        _one_of("advantages_rubric", self.advantages_rubric, ("before", "after"))
-        _one_of("sampling_gate", self.sampling_gate, ("previous", "current", "off"))
+        _one_of("loss_context", self.loss_context, LOSS_CONTEXTS)
+        _one_of("advantages_rubric", self.advantages_rubric, ADVANTAGE_RUBRICS)
+        _one_of("sampling_gate", self.sampling_gate, SAMPLING_GATES)
         _one_of("proposer", self.proposer, ("rule", "llm"))
         _one_of("sampling_rule", self.sampling_rule, ("harnessrl", "sec"))
         _one_of("guidance_rule", self.guidance_rule, ("harnessrl", "ruscarl"))
@@ -385,6 +388,6 @@ def load(spec: str):
     return module.get_config(arg) if arg else module.get_config()
 
 
-__all__ = ["CheckpointSection", "ENV_NAME", "EvolverModelSection", "HarnessSection", "JUDGE_KINDS", "JudgeSection",
+__all__ = ["ADVANTAGE_RUBRICS", "CheckpointSection", "LOSS_CONTEXTS", "ENV_NAME", "EvolverModelSection", "HarnessSection", "JUDGE_KINDS", "JudgeSection",
            "MemorySection", "MeshSection", "ModelSection", "RolloutSection", "SECTIONS", "TasksSection", "as_dict",
            "load", "section", "typed"]

@@ -52,6 +52,9 @@ from harnessrl_jax.rubric.reward import rubric_reward, varies
 from harnessrl_jax.words import Interface, Verdict
 
 # The paper's calibrated bands in reward points (sec. 4.3-4.4, from the 4B cold start, reused for 9B).
+# Condition (iv) on a sampling update: the task's previous record shows saturation (the paper's), or this group, or
+# no condition.
+SAMPLING_GATES = ("previous", "current", "off")
 GUIDANCE_BAND = (10.2, 28.0)
 RUBRIC_BAND = (3.1, 28.0)
 
@@ -181,8 +184,8 @@ class Critic:
 
     def __init__(self, bands: Bands = Bands(), *, transitions: Transitions = DEFAULT_TRANSITIONS,
                  enabled: bool = True, sampling_gate: str = "previous"):
-        if sampling_gate not in ("previous", "current", "off"):
-            raise ValueError(f"sampling_gate must be 'previous', 'current' or 'off', got {sampling_gate!r}")
+        if sampling_gate not in SAMPLING_GATES:
+            raise ValueError(f"sampling_gate must be one of {SAMPLING_GATES}, got {sampling_gate!r}")
         self.bands, self.transitions, self.enabled, self.sampling_gate = bands, transitions, enabled, sampling_gate
 
     def measure(self, ctx: TaskContext, candidate: Candidate, hooks: CriticHooks = CriticHooks()) -> Measurement:

@@ -19,12 +19,9 @@ import numpy as np
 from harnessrl_jax.harness.render import task_fields
 from harnessrl_jax.methods.guidance import PromptBudget
 from harnessrl_jax.methods.parts import PartsContext, Scheme, TrainResult
+from harnessrl_jax.settings import ADVANTAGE_RUBRICS, LOSS_CONTEXTS
 from harnessrl_jax.stages import (GroupBatch, bare_context, compute_advantages, sample_groups, score_responses,
                                   train_on_rollouts)
-
-LOSS_CONTEXTS = ("guided", "bare")
-ADVANTAGE_RUBRICS = ("before", "after")
-
 
 class GRPOScheme(Scheme):
     """One group per task, one GRPO update (see the module docstring)."""
@@ -73,4 +70,4 @@ class GRPOScheme(Scheme):
         return TrainResult(state, metrics, advantage_metrics, {"time/judge": judge_s}, train_rewards)
 
 
-__all__ = ["ADVANTAGE_RUBRICS", "GRPOScheme", "LOSS_CONTEXTS"]
+__all__ = ["GRPOScheme"]
