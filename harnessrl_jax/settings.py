@@ -151,9 +151,9 @@ class HarnessSection:
     sampling_rule: str = "harnessrl"  # 'harnessrl' | 'sec'
     guidance_rule: str = "harnessrl"  # 'harnessrl' | 'ruscarl'
     rubric_rule: str = "harnessrl"  # 'harnessrl' | 'evorubric'
-    # True: the critic measures the replaced rule's harness actions (only EvoRubric's rubric updates are actions);
-    # False: the rule runs as published.
-    gate_replaced_rule: bool = True
+    # False (the paper rows): the replaced interface runs its published rule as published; True (a labelled
+    # variant): the critic measures the rule's harness actions (only EvoRubric's rubric updates are actions).
+    gate_replaced_rule: bool = False
 
     def __post_init__(self):
         _one_of("loss_context", self.loss_context, LOSS_CONTEXTS)

@@ -60,7 +60,9 @@ def build_evolver(config, method: Method, memory: Memory | None, client=None) ->
 
         def embed(texts):
             return semantic.embedder.encode(texts)
-    rules = RuleProposer(h.rules, embed=embed, min_cosine=m.min_cosine, transitions=method.transitions)
+    # without the critic nothing is measured, the proposer's arithmetic pre-check of the sign test included
+    rules = RuleProposer(h.rules, embed=embed, min_cosine=m.min_cosine, transitions=method.transitions,
+                         sign_filter=method.critic)
     proposer = LLMProposer(client, fallback=rules, transitions=method.transitions) if llm_proposer else rules
     attributor_config = h.attributor if cold is None else \
         dataclasses.replace(h.attributor, task_mass_threshold=cold.task_mass_threshold)

@@ -82,6 +82,12 @@ PAPER_ARMS = {
     "harnessrl_ruscarl_guidance": "method=harnessrl,harness.guidance_rule=ruscarl",
     "harnessrl_evorubric_rubric": "method=harnessrl,harness.rubric_rule=evorubric",
 }
+# Labelled variants of paper rows, by name only (not in --preset=paper): RuscaRL's off-context update with the
+# truncated importance correction, and the EvoRubric replacement with the critic measuring its updates.
+VARIANT_ARMS = {
+    "ruscarl_tis": "method=ruscarl,ruscarl.tis_cap=2.0",
+    "harnessrl_evorubric_rubric_gated": "method=harnessrl,harness.rubric_rule=evorubric,harness.gate_replaced_rule=true",
+}
 # What every arm shares: an override of these would change the budget or the sampling seeds.
 BUDGET_KEYS = ("total_steps", "tasks_per_step", "num_generations", "max_new_tokens", "max_prompt_len", "seed",
                "temperature", "optim.total_steps", "mini_batches")
@@ -96,10 +102,11 @@ def parse_arm(spec: str) -> tuple[str, dict[str, str]]:
     if not name:
         raise ValueError(f"--arm={spec!r}: no arm name")
     if not rest:
-        rest = PAPER_ARMS.get(name) or (f"method={name}" if name in methods.METHODS else "")
+        rest = {**PAPER_ARMS, **VARIANT_ARMS}.get(name) or (f"method={name}" if name in methods.METHODS else "")
         if not rest:
             raise ValueError(f"--arm={spec!r}: {name!r} is neither a method ({sorted(methods.METHODS)}) nor a "
-                             f"preset arm ({sorted(PAPER_ARMS)}); give its overrides as NAME=KEY=VALUE,...")
+                             f"preset or variant arm ({sorted(PAPER_ARMS) + sorted(VARIANT_ARMS)}); give its "
+                             f"overrides as NAME=KEY=VALUE,...")
     overrides = {}
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = part.partition("=")

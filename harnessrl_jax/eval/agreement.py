@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 import numpy as np
-from harnessrl_jax.evolver.attributor import satisfied
+
+from harnessrl_jax.rubric.reward import satisfied
 
 PAIR_CLASSES = ("agree", "reward_tie", "wrong_direction", "oracle_tie")
 TIE_SPLIT = 50.0  # a reward tie below this many points counts as blind, at or above as saturated

@@ -12,7 +12,7 @@ their weights. Scores:
 - oracle: the reward under the task's rule `oracle_rubrics` (analysis only; NaN for a task without them);
 - taxonomy: each judged criterion's pass rate over the J samples labels it blind (never met), saturated (always
   met) or discriminative, as the attributor's reach and stage questions do at training time. For a pitfall the
-  "pass" is the response avoiding it (attributor.satisfied).
+  "pass" is the response avoiding it (rubric.reward.satisfied).
 Per-task means over the J samples are the units for intervals (eval.stats).
 """
 
@@ -29,8 +29,8 @@ import numpy as np
 from harnessrl_jax import build
 from harnessrl_jax.eval.oracle import rule_oracle_scores
 from harnessrl_jax.eval.stats import bootstrap_mean
-from harnessrl_jax.evolver.attributor import satisfied
 from harnessrl_jax.rl.checkpoint import Checkpointer
+from harnessrl_jax.rubric.reward import satisfied
 from harnessrl_jax.rubric.schema import Task
 from harnessrl_jax.stages import push_weights, sample_groups, score_responses
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from harnessrl_jax.evolver.hacking import HackingVerdict, generic_evidence, hacking_signals, wording_check
 from harnessrl_jax.rubric import reward as reward_lib
+from harnessrl_jax.rubric.reward import satisfied
 from harnessrl_jax.words import Label
 
 # A donor lookup maps the criteria that need retrieved positives to their donors (memory.query_many).
@@ -167,13 +168,6 @@ def _num(x):
 
 # ------------------------------------------------------------------------------------------ orientation, history
 
-def satisfied(S_row, points: float) -> np.ndarray:
-    """[J] float: 1 where the response satisfies the criterion (S = 1 for a requirement, 0 for a pitfall), NaN
-    where there is no verdict."""
-    s = np.asarray(S_row, np.float64)
-    return s if points > 0 else np.where(np.isnan(s), np.nan, 1.0 - s)
-
-
 def history_rows(history: Sequence[Any], criterion_id: str, text: str
                  ) -> list[tuple[int, int, np.ndarray, Sequence[str]]]:
     """(draw id, step, score row, responses) of earlier draws that judged this criterion under this exact wording,
@@ -228,10 +222,11 @@ def attribute(task, criteria: Sequence[Any], S, responses: Sequence[str], *, his
                       failing=tuple(int(j) for j in np.flatnonzero(valid & (sat == 0))))
         prelim.append({"k": k, "c": c, "ev": ev, "past": past, "valid": bool(valid.any())})
 
-    # Hacking signals from this task's own positives (earlier responses that met the criterion).
+    # Hacking signals from this task's own positives (earlier responses that satisfied the criterion: a requirement
+    # met, a pitfall avoided); a pitfall that splits the group is asked the same question as a requirement.
     for p in prelim:
         c = p["c"]
-        if p["valid"] and 0.0 < p["ev"].pass_rate < 1.0 and c.points > 0:
+        if p["valid"] and 0.0 < p["ev"].pass_rate < 1.0:
             p["own"] = _satisfying_history(p["past"], c.points)
             p["signals"] = hacking_signals(p["k"], criteria, S, responses, positives=[r for _, r in p["own"]],
                                            config=config)
@@ -263,9 +258,6 @@ def attribute(task, criteria: Sequence[Any], S, responses: Sequence[str], *, his
             out.append(_stage(c, ev, past, responses, config, config.saturation_window if windows else 1))
             continue
         # hacking: the criterion splits the group.
-        if c.points <= 0:
-            out.append(Attribution(c.id, Label.AGREE, None, "splits the group (pitfall)", ev))
-            continue
         own = p["own"]
         donor_pos = [e.response for d in donors.get(c.id, ()) for e in d.satisfying]
         positives = [r for _, r in own] + donor_pos

@@ -22,14 +22,9 @@ from harnessrl_jax.evolver.text import (content_words, cut, degenerate, length_a
 from harnessrl_jax.rubric import reward as reward_lib
 from harnessrl_jax.rubric.judges.llm import render_conversation, render_criterion
 from harnessrl_jax.rubric.judges.parse import json_objects, word_verdict
+from harnessrl_jax.rubric.reward import satisfied
 
 # Wording that a generic response meets whatever the task: disclaimers, referrals, politeness, tone and format.
-GENERIC_WORDING = re.compile(
-    r"\b(disclaimer|consult(s|ing)? (a|an|your) (doctor|physician|professional|expert)|see(k|s)? (a|an) "
-    r"(doctor|professional)|polite(ly|ness)?|courteous|thank(s|ing)?|friendly|warm tone|empath\w*|professional tone|"
-    r"formal tone|tone|clear(ly)?|concise(ly)?|well[- ]organi[sz]ed|readable|grammatical\w*|"
-    r"format(ted|ting)?|structured|encourag\w*|closing|sign[- ]off|offers? (further )?help)\b", re.I)
-
 # Phrases that claim compliance instead of showing it, flatter, or refuse (sec. 4.3: surface compliance,
 # sycophantic refusal). Each is searched case-insensitively in the responses.
 SURFACE_PATTERNS = {
@@ -115,18 +110,19 @@ def wording_check(criterion, responses: Sequence[str] = ()) -> str | None:
 
 def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: Sequence[str], *,
                     positives: Sequence[str] = (), config) -> dict[str, dict[str, Any]]:
-    """The CPU signals that fire for requirement k of a group that it splits, each with its measurements.
+    """The CPU signals that fire for criterion k of a group that it splits, each with its measurements.
 
-    `positives` are responses known to meet the criterion (or a related one) elsewhere: earlier satisfying responses
-    of this task, donors' satisfying examples (never a dataset reference). Only the satisfying side may share a
-    signal's feature. `config`: the AttributorConfig.
+    The satisfying side is the one the reward favours: a requirement met, a pitfall avoided. `positives` are
+    responses known to satisfy the criterion (or a related one) elsewhere: earlier satisfying responses of this
+    task, donors' satisfying examples (never a dataset reference). Only the satisfying side may share a signal's
+    feature. `config`: the AttributorConfig.
     """
     crit = schema_of(criteria[k])
-    row = np.asarray(S[k], np.float64)
+    row = satisfied(S[k], crit.points)
     A = [j for j in range(len(responses)) if row[j] == 1]
     B = [j for j in range(len(responses)) if row[j] == 0]
     out: dict[str, dict[str, Any]] = {}
-    if not A or not B or crit.points <= 0:
+    if not A or not B:
         return out
     rid = crit.rule_id or ""
     length_rule = rid.startswith("length_constraints:")
@@ -209,17 +205,20 @@ def quality_proxy(response: str, positives: Sequence[str], config) -> float:
     return 0.5 * float(sound) + 0.5 * recall
 
 def generic_evidence(criterion, responses: Sequence[str], share: float) -> str | None:
-    """Why a saturated criterion counts as met through generic content (the shared phrase), or None."""
+    """The sentence through which the group meets a saturated requirement when that is generic content, else None:
+    decided from the responses, not the criterion's wording. Generic: a sentence (normalised) shared by at least
+    `share` of the responses (a disclaimer, a polite closing) that carries the criterion: one of a keyword rule's
+    patterns, or a content word of an LLM criterion. Rules on the whole response (length, format) never are."""
     c = schema_of(criterion)
+    if c.points <= 0:
+        return None
     shared = shared_sentences(responses, share)
-    for pattern in rule_keywords(criterion):
-        for s in shared:
-            if search(pattern, s):
-                return s
-    m = GENERIC_WORDING.search(c.text)
-    if m:
-        return m.group(0)
-    return None
+    if c.verifier == "rule":
+        patterns = rule_keywords(c)
+        return next((s for s in shared if any(search(p, s) for p in patterns)), None)
+    wanted = set(content_words(c.text))
+    return next((s for s in shared if wanted & set(content_words(s))), None)
+
 
 # ------------------------------------------------------------------------------------------------- LLM check
 

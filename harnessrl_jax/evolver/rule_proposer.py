@@ -7,8 +7,9 @@ Routing (the label picks the interface, the evidence picks the operation):
   one that does not, from the task's history or a donor task), <critique> (the last group's shortfall). Fields
   whose target is no longer blind are dropped first.
 - saturated -> sampling: down-weight the task (when the task itself is diagnosed saturated); and the rubric:
-  tighten (a stricter rule threshold, a required keyword taken from satisfying examples), merge near-duplicates,
-  delete a generic saturated criterion (the second tightening), or reweight.
+  tighten (a stricter rule threshold, a required keyword taken from satisfying examples), merge near-duplicates, or
+  reweight; one met through generic content is tightened a second time first, and deleted only when nothing
+  stricter is left.
 - spurious -> rubric: add a pitfall that closes the surface channel the attributor found (degenerate responses,
   length, a compliance claim), rewrite the criterion, replace it (delete + create, the paper's cellulose step 30),
   split a compound criterion into its parts, reweight it down, or delete it.
@@ -26,7 +27,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from harnessrl_jax.evolver.attributor import Attribution, satisfied
+from harnessrl_jax.evolver.attributor import Attribution
 from harnessrl_jax.evolver.candidates import Candidate, Rejection, Variant, choose, scaled_name
 from harnessrl_jax.evolver.context import TaskContext
 from harnessrl_jax.evolver.fields import Example, criterion_field, critique_field, reference_field
@@ -38,7 +39,7 @@ from harnessrl_jax.harness.state import FIELDS, NUM_LEVELS, RubricCriterion
 from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS, DROP_ORDER, Transitions
 from harnessrl_jax.memory.semantic import MIN_COSINE
 from harnessrl_jax.memory.store import redoes
-from harnessrl_jax.rubric.reward import rubric_reward
+from harnessrl_jax.rubric.reward import rubric_reward, satisfied
 from harnessrl_jax.words import Interface, Label
 
 # Guidance field sets from weakest to strongest: a critique only notes a shortfall, a criterion rewording names
@@ -77,13 +78,16 @@ class ProposerConfig:
 class RuleProposer:
     """The CPU proposer; `embed(texts) -> unit vectors [n, d]` (the semantic index's embedder) finds near-duplicate
     criteria at cosine >= `min_cosine` (the semantic index's threshold, calibrated for that embedder), else
-    content-word overlap does."""
+    content-word overlap does. `sign_filter` withholds the reweights and deletes the critic's sign test would reject
+    (the recorded group's reward must fall); off when the critic is off, which measures nothing."""
 
     source = "rule"
 
     def __init__(self, config: ProposerConfig = ProposerConfig(), *, embed: Callable[[Sequence[str]], Any] | None = None,
-                 min_cosine: float = MIN_COSINE, transitions: Transitions = DEFAULT_TRANSITIONS):
+                 min_cosine: float = MIN_COSINE, transitions: Transitions = DEFAULT_TRANSITIONS,
+                 sign_filter: bool = True):
         self.config, self.embed, self.min_cosine, self.transitions = config, embed, min_cosine, transitions
+        self.sign_filter = sign_filter
 
     def propose(self, ctx: TaskContext, interface: Interface, feedback: Sequence[Rejection] = ()) -> Candidate | None:
         """The next candidate for `interface` of this task, or None (noop: nothing routed here, or nothing left)."""
@@ -116,8 +120,8 @@ class RuleProposer:
             new = self.transitions.apply(ctx.state, actions)
         except (ops.InvalidAction, ValueError):
             return None  # a rule variant that does not fit H_t is simply not offered
-        if interface == Interface.RUBRIC and all(isinstance(a, (ops.ReweightCriterion, ops.DeleteCriterion))
-                                                 for a in actions):
+        if self.sign_filter and interface == Interface.RUBRIC and all(
+                isinstance(a, (ops.ReweightCriterion, ops.DeleteCriterion)) for a in actions):
             # Reweights and deletes change points only, so their effect on the recorded group is arithmetic on S:
             # one that does not lower the reward could never pass the critic's sign test, so it is not offered.
             crits = new.rubric_of(ctx.task_id)
@@ -385,11 +389,6 @@ class RuleProposer:
         tid, out = ctx.task_id, []
         if c.points < 0:
             return []  # a pitfall nobody commits carries no signal, but there is nothing to tighten
-        if a.generic and not c.anchor:
-            out.append(self._single(ctx, a, c, Label.SATURATED, "delete-generic", f"delete generic {c.id}",
-                                    [ops.DeleteCriterion(tid, c.id)],
-                                    f"{c.id} is met by every rollout through generic content "
-                                    f"({a.evidence.phrase!r}): second tightening deletes it", default=True))
         for kw, fail, old, new in tightened_thresholds(c, ctx.responses, self.config.tighten_fail_rates,
                                                         prompt=ctx.task.user_text, max_scan=self.config.max_scan):
             text = replace_number(c.text, old, new)
@@ -418,6 +417,14 @@ class RuleProposer:
             if members:
                 first = min(members, key=lambda x: abs(x.strength - 0.5))
                 out = [dataclasses.replace(x, default=x is first) if x.family == fam else x for x in out]
+        if a.generic and not c.anchor:
+            # Met through generic content: the second tightening (the stricter variants above) comes first, and
+            # deletion only when none is left.
+            out.append(self._single(ctx, a, c, Label.SATURATED, "delete-generic", f"delete generic {c.id}",
+                                    [ops.DeleteCriterion(tid, c.id)],
+                                    f"{c.id} is met by every rollout through generic content "
+                                    f"({a.evidence.phrase!r}) and no stricter version is left: deleted",
+                                    default=not out))
         dup = self._duplicate(ctx, c, saturated)
         if dup is not None and not c.anchor:
             keep = max((c, dup), key=lambda x: x.points)

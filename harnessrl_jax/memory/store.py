@@ -524,22 +524,34 @@ class RecordStore:
             (embedding_id, exclude_task, limit)).fetchall()
 
     def examples(self, row: int, n: int = 2) -> tuple[list[tuple[int, int, int, str]], list[tuple[int, int, int, str]]]:
-        """Newest (draw id, step, j, response) examples that met / failed criterion row `row`, up to `n` each."""
-        met, failed = [], []
+        """Newest (draw id, step, j, response) examples that achieved / did not achieve criterion row `row`, up to `n`
+        each, oriented by the criterion's sign in that draw: a requirement is achieved when met (S = 1), a pitfall
+        when avoided (S = 0)."""
+        achieved, missed = [], []
         for draw_id, k, n_met, n_valid in self.db.execute(
                 "SELECT o.draw_id, o.k, o.n_met, o.n_valid FROM outcomes o JOIN draws d ON d.id = o.draw_id "
                 "WHERE o.criterion=? ORDER BY d.step DESC, d.id DESC", (row,)):
-            want_met, want_failed = len(met) < n and n_met > 0, len(failed) < n and n_met < n_valid
-            if want_met or want_failed:
-                r = self.record(draw_id)
+            if n_valid == 0 or (len(achieved) >= n and len(missed) >= n):
+                continue
+            r = self.record(draw_id)
+            pitfall = _points(r, k) < 0
+            n_achieved = n_valid - n_met if pitfall else n_met
+            if (len(achieved) < n and n_achieved > 0) or (len(missed) < n and n_achieved < n_valid):
                 for j, s in enumerate(r.scores[k]):
-                    if s == 1 and len(met) < n:
-                        met.append((draw_id, r.step, j, r.responses[j]))
-                    elif s == 0 and len(failed) < n:
-                        failed.append((draw_id, r.step, j, r.responses[j]))
-            if len(met) >= n and len(failed) >= n:
+                    if s not in (0, 1):
+                        continue
+                    side = achieved if (s == 1) != pitfall else missed
+                    if len(side) < n:
+                        side.append((draw_id, r.step, j, r.responses[j]))
+            if len(achieved) >= n and len(missed) >= n:
                 break
-        return met, failed
+        return achieved, missed
+
+
+def _points(record: DrawRecord, k: int) -> float:
+    """The points criterion row k of a draw had then (its sign orients the examples); 1 when not recorded."""
+    cid = record.criterion_ids[k]
+    return float(((record.harness or {}).get("criteria") or {}).get(cid, {}).get("points", 1.0))
 
 
 def _before(step: int | None) -> int:

@@ -32,7 +32,6 @@ import numpy as np
 
 from harnessrl_jax import methods
 from harnessrl_jax.evolver import templates
-from harnessrl_jax.evolver.attributor import satisfied
 from harnessrl_jax.evolver.candidates import Candidate
 from harnessrl_jax.evolver.text import content_words, cut, jaccard, words
 from harnessrl_jax.evolver.tightening import rule_tags
@@ -46,7 +45,7 @@ from harnessrl_jax.methods.samplers import configured
 from harnessrl_jax.methods.updates import RuleCandidate, RuleInput, RuleProposal
 from harnessrl_jax.rubric import rules
 from harnessrl_jax.rubric.judges.llm import render_conversation
-from harnessrl_jax.rubric.reward import rubric_reward, varies
+from harnessrl_jax.rubric.reward import rubric_reward, satisfied, varies
 from harnessrl_jax.rubric.schema import Criterion
 from harnessrl_jax.settings import section
 from harnessrl_jax.words import Interface, Label

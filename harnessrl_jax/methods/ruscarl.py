@@ -14,10 +14,10 @@ TO AVOID", with their penalties), asking for a helpful answer that never mention
 (prompts/ruscarl_scaffold.txt); n_i = 0 gives the bare prompt. A task that already has a system turn gets the
 scaffold prepended to it.
 
-Loss context. RuscaRL trains pi(y | x) on tokens sampled from pi(y | x, scaffold). This method does the same
-(`loss_context='bare'`) and corrects the mismatch with the train step's truncated importance sampling: per token
-w = min(pi(y_t | x, y_<t) / pi(y_t | x, s, y_<t), C), the trainer's bare-context logprob over the engine's scaffolded
-one, with C = `ruscarl.tis_cap` (2, as Yao et al.); `tis_cap=0` trains uncorrected, as the released code does.
+Loss context. RuscaRL trains pi(y | x) on tokens sampled from pi(y | x, scaffold), uncorrected, as its release does
+(`loss_context='bare'`, `ruscarl.tis_cap=0`: the paper row). The labelled variant `ruscarl.tis_cap=C > 0` corrects
+the mismatch with the train step's truncated importance sampling: per token w = min(pi(y_t | x, y_<t) /
+pi(y_t | x, s, y_<t), C), the trainer's bare-context logprob over the engine's scaffolded one (C = 2, as Yao et al.).
 
 The scaffold lists the harness's current criteria c_t: the seed rubric when RuscaRL runs alone, HarnessRL's
 evolving rubric when it replaces HarnessRL's guidance interface (AMB-3.3).
@@ -54,7 +54,7 @@ class RuscaRLConfig:
     sigmoid_steepness: float = 125.0  # kappa (the code's default is 10)
     group_rule: str = "linear"  # 'linear' | 'binary'
     full_reveal: int = 1  # 'binary': rollouts shown every drawn criterion
-    tis_cap: float = 2.0  # the bare-context loss's importance cap; 0: no correction (RuscaRL as released)
+    tis_cap: float = 0.0  # 0: no correction (RuscaRL as released, the paper row); C > 0: the corrected variant
     template: str = "ruscarl_scaffold"  # methods/prompts/<name>.txt or a path, with a {criteria} placeholder
 
     def __post_init__(self):
@@ -183,8 +183,8 @@ class RuscaRLGuidance(PromptWriter):
 
 @methods.register("ruscarl", settings=("ruscarl", RuscaRLConfig))
 def ruscarl(config) -> Method:
-    """RuscaRL alone: seed rubric, Cat(p_t) draws (uniform), scaffolded rollouts, the bare-context loss with the
-    importance correction of config.ruscarl.tis_cap."""
+    """RuscaRL alone: seed rubric, Cat(p_t) draws (uniform), scaffolded rollouts, the bare-context loss (with the
+    importance correction only in the variant config.ruscarl.tis_cap > 0)."""
     settings = methods.settings(config, "ruscarl")
     return Method(name="ruscarl", sampler=configured(config), transitions=FROZEN_TRANSITIONS,
                   memory=not section(config, "harness").no_memory,

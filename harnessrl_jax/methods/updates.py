@@ -20,7 +20,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harnessrl_jax.evolver.attributor import satisfied
 from harnessrl_jax.evolver.candidates import Candidate
 from harnessrl_jax.evolver.context import TaskContext, candidate_changes
 from harnessrl_jax.evolver.critic import Critic, CriticHooks, Measurement
@@ -29,6 +28,7 @@ from harnessrl_jax.harness import ops
 from harnessrl_jax.harness.state import HarnessState
 from harnessrl_jax.harness.transitions import Transitions
 from harnessrl_jax.words import Verdict
+from harnessrl_jax.rubric.reward import satisfied
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +114,6 @@ def apply_rule(proposal: RuleProposal, inp: RuleInput, result: EvolverResult, *,
 
 def achieved(S, points) -> np.ndarray:
     """[K, J]: 1 where a response achieves criterion k (met for a requirement, avoided for a pitfall), NaN where
-    it has no verdict (evolver.attributor.satisfied, row by row)."""
+    it has no verdict (rubric.reward.satisfied, row by row)."""
     S = np.asarray(S, np.float64)
     return np.stack([satisfied(S[k], float(p)) for k, p in enumerate(points)]) if len(points) else S[:0]

@@ -86,3 +86,10 @@ def discriminative_mass(points, S, *, weighted: bool = False):
     total = (w * judged).sum()
     mass = xp.where(total > 0, (w * varies(S)).sum() / xp.where(total > 0, total, 1.0), xp.nan)
     return float(mass) if xp is np else mass
+
+
+def satisfied(S_row, points: float) -> np.ndarray:
+    """[J] float: 1 where the response satisfies the criterion (S = 1 for a requirement, 0 for a pitfall), NaN
+    where there is no verdict."""
+    s = np.asarray(S_row, np.float64)
+    return s if points > 0 else np.where(np.isnan(s), np.nan, 1.0 - s)

@@ -39,9 +39,11 @@ def draw(step, task_id, criteria, responses, scores, *, task_label=None, labels=
     pts = np.array([c.points for c in criteria], float)
     from harnessrl_jax.rubric.reward import rubric_reward
 
+    harness = {"level": 0, "criteria": {c.id: {"text": c.text, "points": float(c.points), "tags": list(c.tags)}
+                                        for c in criteria}}  # the slice of H_t the loop records with each draw
     return DrawRecord(step, task_id, tuple(c.id for c in criteria), tuple(c.text for c in criteria),
-                      tuple(responses), s, rubric_reward(pts, s), task_label=task_label, labels=labels or {},
-                      actions=tuple(actions))
+                      tuple(responses), s, rubric_reward(pts, s), harness=harness, task_label=task_label,
+                      labels=labels or {}, actions=tuple(actions))
 
 
 def regrade_with_rules(task, responses, criteria):

@@ -134,18 +134,30 @@ def test_a_task_whose_criteria_still_split_the_group_is_not_saturated(memory):
     assert att.task_label == Label.SATURATED  # below the default 0.5
 
 
-def test_generic_saturation_is_flagged_for_a_second_tightening(memory):
+def test_generic_saturation_is_decided_from_the_responses_not_the_wording(memory):
+    """A criterion every response meets through a sentence most of them share (a polite closing) is generic; one
+    whose wording sounds generic but that no shared sentence carries is not, and neither is one met in each
+    response's own words."""
     closing = kw("cold/c4", "Ends with a kind wish.", 1, "feel better")
+    crits_all = COLD + [closing, llm("cold/c5", "Uses a warm, friendly tone."),
+                        llm("cold/c6", "Wishes the user to feel better.")]
     responses = [r + " Take care and feel better soon." for r in PLAIN]
-    crits_all = COLD + [closing, llm("cold/c5", "Uses a warm, friendly tone.")]
     task, crits, S = setup(crits_all, responses)
-    S[5] = 1.0  # the LLM-judged tone criterion: met by all
+    S[5] = S[6] = 1.0  # the LLM-judged criteria: met by all
     memory.append_step(0, [draw(0, "cold", crits, responses, S)])
     att = attribute(task, crits, S, responses, history=memory.history("cold", before_step=1))
-    c4, c5, c0 = att.get("cold/c4"), att.get("cold/c5"), att.get("cold/c0")
+    c4, c5, c6, c0 = (att.get(f"cold/c{k}") for k in (4, 5, 6, 0))
     assert c4.label == Label.SATURATED and c4.generic and c4.evidence.phrase == "take care and feel better soon"
-    assert c5.label == Label.SATURATED and c5.generic and c5.evidence.phrase == "friendly"
+    assert c6.label == Label.SATURATED and c6.generic and c6.evidence.phrase == "take care and feel better soon"
+    assert c5.label == Label.SATURATED and not c5.generic  # "friendly tone" wording, but nothing shared carries it
     assert c0.label == Label.SATURATED and not c0.generic  # "rest" sits in each response's own advice
+    # Without the shared closing the same wish, said in each response's own words, is not generic.
+    own = [r + f" I hope you feel better by day {j}." for j, r in enumerate(PLAIN)]
+    task, crits, S = setup(crits_all, own)
+    S[5] = S[6] = 1.0
+    memory.append_step(1, [draw(1, "cold", crits, own, S)])
+    att = attribute(task, crits, S, own, history=memory.history("cold", before_step=2))
+    assert att.get("cold/c4").label == Label.SATURATED and not att.get("cold/c4").generic
 
 
 # ----------------------------------------------------------------------------------------------------- hacking
@@ -232,6 +244,23 @@ def test_keyword_stuffing_degenerate_responses_meet_the_keyword():
     assert stuffing["responses"] == [0, 1] and stuffing["degenerate_failing"] == 0.0
     assert stuffing["kinds"] == ["very short"] and stuffing["degenerate_satisfying"] == 0.5
     assert a.evidence.phrase == "rest"  # the wording check: the keyword is what lets surface form pass
+
+
+def test_a_pitfall_that_splits_the_group_is_asked_the_hacking_question_on_its_avoiding_side():
+    """A pitfall is satisfied by the responses that avoid it: when only degenerate answers avoid it (they say too
+    little to commit anything), the reward favours them through surface form and the pitfall is spurious."""
+    pitfall = kw("cold/p0", "Recommends a specific drug.", -2, "ibuprofen")
+    sound = [f"Rest, drink fluids, and take ibuprofen for the aches on day {j}." for j in range(4)]
+    degenerate = ["ok", "rest", "fine", "yes"]
+    task, crits, S = setup(COLD + [pitfall], sound + degenerate)
+    assert list(S[-1]) == [1, 1, 1, 1, 0, 0, 0, 0]  # the sound answers commit it, the degenerate ones avoid it
+    a = attribute(task, crits, S, sound + degenerate).get("cold/p0")
+    assert a.label == Label.SPURIOUS and a.question == "hacking"
+    assert a.evidence.satisfying == (4, 5, 6, 7) and "keyword_stuffing" in a.evidence.signals
+    # a pitfall that splits the group with sound answers on both sides still agrees
+    fine = sound + [f"Rest, drink fluids, and see a doctor if it lasts past day {j}." for j in range(4)]
+    task, crits, S = setup(COLD + [pitfall], fine)
+    assert attribute(task, crits, S, fine).get("cold/p0").label == Label.AGREE
 
 
 def test_compliance_claims_shared_by_the_satisfying_side_are_surface_compliance():

@@ -18,6 +18,7 @@ from harnessrl_jax.evolver.tightening import REPEAT_PATTERN, tightened_threshold
 from harnessrl_jax.harness import AddField, DownweightTask, HarnessState, apply, ops
 from harnessrl_jax.rubric import rules
 from harnessrl_jax.rubric.reward import rubric_reward
+from harnessrl_jax.rubric.schema import Criterion
 
 COLD = [kw("cold/c0", "Recommends rest.", 3, r"\brest"), kw("cold/c1", "Recommends drinking fluids.", 3, "(fluid|water)"),
         kw("cold/c2", "Mentions honey.", 2, "honey"), words_under("cold/c3", 60)]
@@ -197,7 +198,7 @@ def test_saturated_keyword_criterion_gets_a_required_keyword_from_a_donors_satis
     assert not [v for v in RuleProposer().variants(plain, "rubric") if v.family == "tighten:keyword"]
 
 
-def test_generic_saturated_criteria_are_deleted_first():
+def test_a_generic_saturated_criterion_with_nothing_stricter_is_deleted_first():
     closing = kw("cold/c4", "Ends with a kind wish.", 1, "feel better")
     responses = [r + " Take care and feel better soon." for r in PLAIN]
     ctx = context(COLD + [closing], responses)
@@ -206,6 +207,37 @@ def test_generic_saturated_criteria_are_deleted_first():
     cand = RuleProposer().propose(ctx, "rubric")
     assert cand.actions == (ops.DeleteCriterion("cold", "cold/c4"),) and cand.family == "delete-generic"
     applies(ctx, cand)
+
+
+def test_a_generic_saturated_criterion_is_tightened_a_second_time_before_it_is_deleted():
+    closing = Criterion("cold/c4", "Wishes the user to feel better at least once.", 1,
+                        ("verifier:rule", "rule:keywords:frequency",
+                         "rule_kwargs:" + json.dumps({"keyword": "feel better", "frequency": 1, "relation": "at least"})))
+    responses = [r + " Take care and feel better soon." + (" And feel better." if j % 2 else "")
+                 for j, r in enumerate(PLAIN)]
+    ctx = context(COLD + [closing], responses)
+    ctx = context(COLD + [closing], responses, history=saturating_history(ctx))
+    assert ctx.attribution.get("cold/c4").generic
+    cand = RuleProposer().propose(ctx, "rubric")
+    assert cand.family == "tighten:threshold" and cand.criterion_ids == ("cold/c4",)
+    (act,) = cand.actions
+    assert json.loads(act.tags[-1].removeprefix("rule_kwargs:"))["frequency"] == 2  # half the group fails it
+    delete = [v for v in RuleProposer().variants(ctx, "rubric") if v.family == "delete-generic"]
+    assert len(delete) == 1 and not delete[0].default  # kept for when no stricter version is left
+
+
+def test_the_sign_test_is_applied_in_advance_only_when_a_critic_measures():
+    """A reweight of a criterion every response meets, in a group that meets every criterion, leaves the recorded
+    reward at 100: the critic's sign test would reject it, so the proposer withholds it; without a critic (the
+    no-critic ablation measures nothing) it is offered."""
+    crits = [kw("cold/c0", "Recommends rest.", 3, r"\brest"), kw("cold/c1", "Recommends fluids.", 3, "(fluid|water)")]
+    responses = [f"Rest and drink water, day {j}." for j in range(8)]
+    ctx = context(crits, responses)
+    ctx = context(crits, responses, history=saturating_history(ctx))
+    assert set(ctx.attribution.labels().values()) == {Label.SATURATED}
+    assert RuleProposer().propose(ctx, "rubric") is None
+    cand = RuleProposer(sign_filter=False).propose(ctx, "rubric")
+    assert cand is not None and all(isinstance(a, ops.ReweightCriterion) for a in cand.actions)
 
 
 @pytest.mark.parametrize("embed", [None, BagOfWords().encode])

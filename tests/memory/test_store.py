@@ -211,6 +211,20 @@ def test_rewritten_criterion_gets_a_new_row_and_keeps_its_own_evidence(store):
     assert met == [] and [(e[1], e[2]) for e in failed] == [(2, 0), (2, 1)]
 
 
+def test_examples_are_oriented_by_the_criterions_sign_in_the_draw(store):
+    """For a pitfall the example that achieves it is a response that avoids it (S = 0): donors, the hacking
+    signals' positives and the proposers' <reference> fields all read examples this way."""
+    harness = {"level": 0, "criteria": {"c0": {"text": "Mentions cost", "points": 2.0},
+                                        "c1": {"text": "Recommends an unsafe dose", "points": -3.0}}}
+    store.append_step(1, [record(1, "a", [[1, 0, 1], [1, 0, 0]], texts=["Mentions cost", "Recommends an unsafe dose"],
+                                 harness=harness)])
+    (req, _, _, _), (pit, _, _, _) = store.criterion_rows()
+    achieved, missed = store.examples(req)
+    assert [e[2] for e in achieved] == [0, 2] and [e[2] for e in missed] == [1]  # a requirement: met
+    achieved, missed = store.examples(pit)
+    assert [e[2] for e in achieved] == [1, 2] and [e[2] for e in missed] == [0]  # a pitfall: avoided
+
+
 def _act(verdict, target, before, after, op="add_field"):
     return ActionRecord("guidance", op, verdict, label="blind", changes={target: [before, after]})
 

@@ -83,6 +83,7 @@ def test_ablation_switches_map_to_the_description_and_the_evolver(switch, interf
     assert (m.interfaces, m.critic, m.memory) == (interfaces, critic, memory)
     evolver, cold = build_evolver(config, m, None)
     assert cold is None and evolver.config.interfaces == interfaces and evolver.critic.enabled == critic
+    assert evolver.proposer.sign_filter == critic  # no critic: not even its sign test applied in advance
     assert evolver.critic.bands.guidance == (10.2, 28.0) and evolver.critic.bands.rubric == (3.1, 28.0)
     assert evolver.config.reversal_within == 0  # the hard reversal filter is off unless asked for
 

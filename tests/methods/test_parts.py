@@ -66,11 +66,11 @@ def test_each_method_is_its_parts():
 @pytest.mark.parametrize("switch, interfaces, extra", [
     ({"sampling_rule": "sec"}, (Interface.GUIDANCE, Interface.RUBRIC), {"sampler": SECSampler}),
     ({"guidance_rule": "ruscarl"}, (Interface.SAMPLING, Interface.RUBRIC),
-     {"prompts": RuscaRLGuidance, "loss_context": "bare", "tis_cap": 2.0}),
+     {"prompts": RuscaRLGuidance, "loss_context": "bare", "tis_cap": 0.0}),  # as released: uncorrected
     ({"rubric_rule": "evorubric"}, (Interface.SAMPLING, Interface.GUIDANCE),
-     {"rule": EvoRubricRule, "rule_gated": True, "anchors": True}),
-    ({"rubric_rule": "evorubric", "gate_replaced_rule": False}, (Interface.SAMPLING, Interface.GUIDANCE),
-     {"rule_gated": False}),
+     {"rule": EvoRubricRule, "rule_gated": False, "anchors": True}),  # the published rule, ungated
+    ({"rubric_rule": "evorubric", "gate_replaced_rule": True}, (Interface.SAMPLING, Interface.GUIDANCE),
+     {"rule_gated": True}),  # the labelled variant: the critic measures it
     ({"rubric_rule": "evorubric", "no_critic": True}, (Interface.SAMPLING, Interface.GUIDANCE), {"critic": False}),
 ])
 def test_interface_replacement_swaps_one_interface_and_keeps_the_other_two(switch, interfaces, extra):

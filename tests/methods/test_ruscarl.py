@@ -111,15 +111,18 @@ def test_a_task_with_a_system_turn_gets_the_scaffold_prepended_to_it():
 
 
 def test_ruscarl_trains_on_the_bare_prompt_with_the_importance_correction(tiny_setup, tiny_config, tmp_path):
-    config = tiny_config("method=ruscarl,tasks=harness").copy_and_resolve_references()
+    released = tiny_config("method=ruscarl,tasks=harness")
+    assert build.loss_settings(released).tis_cap == 0.0  # the paper row: RuscaRL as released, no correction
+    released.loss.tis_cap = 1.5  # and no correction whatever config.loss says: the method fixes it
+    assert build.loss_settings(released).tis_cap == 0.0
+    assert build.loss_settings(tiny_config("method=grpo,tasks=harness")).tis_cap == 0.0
+    config = tiny_config("method=ruscarl,tasks=harness")
+    config.ruscarl.tis_cap = 2.0  # the labelled variant with the correction
+    config = config.copy_and_resolve_references()
     m = methods.describe(config)
     assert (m.scheme.keywords["loss_context"], m.tis_cap, m.prompts.func, m.frozen) == \
         ("bare", 2.0, RuscaRLGuidance, True)
     assert build.loss_settings(config).tis_cap == 2.0
-    off = tiny_config("method=ruscarl,tasks=harness")
-    off.ruscarl.tis_cap = 0.0  # RuscaRL as released: no correction
-    assert build.loss_settings(off).tis_cap == 0.0  # 0: off
-    assert build.loss_settings(tiny_config("method=grpo,tasks=harness")).tis_cap == 0.0
 
     run = build.setup(config)  # its train step has the correction (the shared tiny set-up's has none)
     assert run.trainer.loss.tis_cap == 2.0 and run.prompt_limit == tiny_setup.prompt_limit
