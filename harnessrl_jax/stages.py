@@ -27,7 +27,7 @@ from harnessrl_jax.rl.batch import build_batch
 from harnessrl_jax.rl.step import Trainer, TrainState, metrics_to_host, to_host
 from harnessrl_jax.rollout import JaxEngine, Rollouts
 from harnessrl_jax.rubric.judges import Judge, Unjudged
-from harnessrl_jax.rubric.reward import rubric_reward
+from harnessrl_jax.rubric.reward import LAMBDA, rubric_reward
 from harnessrl_jax.rubric.schema import Task
 
 
@@ -224,8 +224,12 @@ def critic_hooks(run: Run, seed: int, timer: dict[str, float]) -> CriticHooks:
 
 
 def compute_advantages(rewards: np.ndarray, estimator: str) -> tuple[np.ndarray, dict[str, float]]:
-    """(advantages [T, J], reward and advantage statistics) with the named estimator (grpo.ADVANTAGE_FNS)."""
-    advantages = np.asarray(grpo.get_advantage_fn(estimator)(rewards), np.float32)
+    """(advantages [T, J], reward and advantage statistics) of rewards in reward points with the named estimator
+    (grpo.ADVANTAGE_FNS). An estimator that does not divide by the group std (Dr.GRPO's mean or leave-one-out
+    baseline) sees the rewards on the 0-1 scale, the papers' unit, so its advantages keep their size against the KL
+    term and the clip; a std-normalised one is the same on either scale."""
+    scaled = rewards if estimator in grpo.SCALE_FREE else np.asarray(rewards, np.float64) / LAMBDA
+    advantages = np.asarray(grpo.get_advantage_fn(estimator)(scaled), np.float32)
     metrics = {f"reward/{k.removeprefix('reward_')}": float(v)
                for k, v in grpo.advantage_metrics(rewards).items()}
     valid = advantages[np.isfinite(advantages)]

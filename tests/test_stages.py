@@ -248,3 +248,21 @@ def test_step_1_embeds_the_seed_criteria_before_the_evolver_reads_the_memory(tin
     assert owed_at_evolver == [False] and metrics["time/memory"] > 0
     assert s.memory.semantic.size >= len({c.text for t in run.tasks for c in t.criteria})
     s.close()
+
+
+def test_advantages_of_an_estimator_without_the_std_are_on_the_papers_0_1_reward_scale():
+    """Rewards arrive in reward points (0-100); Dr.GRPO's leave-one-out baseline is taken on the 0-1 scale the papers
+    use (so its size against the KL term and the clip is theirs), a std-normalised estimator on either."""
+    rewards = np.array([[0.0, 50.0, 100.0, 100.0], [20.0, 20.0, np.nan, 80.0]])
+    rloo, _ = stages.compute_advantages(rewards, "rloo")
+    for row, want_row in zip(rewards / 100.0, rloo):
+        valid = ~np.isnan(row)
+        for j in np.flatnonzero(valid):  # r_j minus the mean of the row's other valid rewards, by hand
+            others = row[valid & (np.arange(len(row)) != j)]
+            assert want_row[j] == pytest.approx(row[j] - others.mean(), abs=1e-6)
+    assert np.isnan(rloo[1, 2])
+    dr, _ = stages.compute_advantages(rewards, "dr_grpo")
+    np.testing.assert_allclose(dr[0], rewards[0] / 100 - np.mean(rewards[0] / 100), atol=1e-6)
+    grpo, _ = stages.compute_advantages(rewards, "grpo")
+    centred = rewards[0] - rewards[0].mean()
+    np.testing.assert_allclose(grpo[0], centred / (centred.std() + 1e-6), rtol=1e-5)

@@ -172,13 +172,13 @@ class ArmsGuidance(PromptWriter):
     @classmethod
     def build(cls, ctx: PartsContext, *, names: Sequence[str], key: str, heldout: str,
               follow_sampler: bool = False):
-        """Each task under an arm drawn uniformly from the step seed, or (`follow_sampler`) every task under the
-        one arm the run's sampler drew for the step (HarnessBandit's)."""
+        """Each task under an arm drawn uniformly from the step seed, or (`follow_sampler`) under the arm the run's
+        sampler drew with it (`sampler.step_arms`: HarnessBandit's one arm for the step, the mixtures' grid rows)."""
         if follow_sampler:
             sampler = ctx.sampler
             if list(sampler.arm_names) != list(names):
                 raise ValueError(f"--config.{key}: the sampler draws arms {sampler.arm_names}, not {list(names)}")
-            return cls(names, lambda idx, seed: [sampler.arm] * len(idx))
+            return cls(names, lambda idx, seed: list(sampler.step_arms))
         return cls(names, uniform_choice(len(names)))
 
     @classmethod

@@ -289,7 +289,8 @@ class BanditSampler(TaskSampler):
         self.arm_names = list(config.arms)
         self.labels = [arm_label(n) for n in self.arm_names]
         self.state = BanditState.create(len(self.arm_names), 0)  # the EMAs take the sketch's size when one comes
-        self.arm: int | None = None  # the arm of the step under way
+        self.arm: int | None = None  # the arm of the step under way, for every task drawn (step_arms)
+        self.step_arms: list[int] = []
         self._draw: dict[str, Any] = {}
         self._last: dict[str, float] = {}
 
@@ -301,7 +302,7 @@ class BanditSampler(TaskSampler):
         """(task indices, u = 1) of one harness-pure step; sets `arm`."""
         arm, p, soft, warm = select(self.state, np.random.default_rng(int(seed) % (2**32)), self.config)
         self.state, idx = pool_draw(self.state, arm, batch_size, self.num_tasks, self.seed)
-        self.arm = arm
+        self.arm, self.step_arms = arm, [arm] * batch_size
         self._draw = {"p": p, "soft": soft, "warm": warm,
                       "bonus": self.config.bonus / np.sqrt(self.state.n + 1.0)}
         return idx, np.ones(batch_size, np.float32)

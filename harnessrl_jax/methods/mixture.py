@@ -1,7 +1,8 @@
 """The mixed-batch baselines of HarnessBandit (methods.md 2.12) and the rendering every arms method shares.
 
-    mixture     each drawn task (a prompt row) takes one of the six arms uniformly, independently of the task, so a
-                batch is uniform over the task x arm rows (the paper's six-harness mixture); one GRPO step
+    mixture     every batch mixes rows of the six arms: a step takes the next rows of an epoch-wise permutation of the
+                task x arm grid (`ArmGridSampler`), as HarnessBandit walks each arm's own shuffled pool, so the two
+                see the same data and differ only in the schedule; one GRPO step
     mixture2    the same over two arms, `mixture.pair` (AMB-2.4: the paper's OpenClaw + Codex; here 'plain', the
                 arm evaluation trains-arm scores use, and 'structured')
 
@@ -13,13 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 from harnessrl_jax import methods
 from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
 from harnessrl_jax.methods.arms import ArmsGuidance
 from harnessrl_jax.methods.base import Method
 from harnessrl_jax.methods.harnessbandit import check_rloo
-from harnessrl_jax.methods.samplers import configured
+from harnessrl_jax.methods.parts import PartsContext, TaskSampler
 from harnessrl_jax.settings import section
 
 
@@ -45,10 +49,49 @@ def mixture_arms(config, name: str) -> tuple[str, ...]:
     return tuple(mix.arms) or tuple(methods.settings(config, "bandit").arms)
 
 
+class ArmGridSampler(TaskSampler):
+    """Epoch-wise permutations of the task x arm grid (seeded by (seed, epoch)): a step takes its next rows, each a
+    task and the arm it is rendered under (`step_arms`, read by ArmsGuidance); u = 1. Where the epoch ends inside a
+    step, the step goes on into the next one."""
+
+    def __init__(self, num_tasks: int, arm_names: Sequence[str], seed: int = 0):
+        self.num_tasks, self.arm_names, self.seed = num_tasks, list(arm_names), int(seed)
+        self.epoch = self.index = 0
+        self.step_arms: list[int] = []
+
+    @classmethod
+    def build(cls, ctx: PartsContext, *, names: Sequence[str]):
+        return cls(len(ctx.tasks), names, ctx.config.seed)
+
+    def draw(self, harness, seed: int, batch_size: int) -> tuple[list[int], np.ndarray]:
+        H = len(self.arm_names)
+        rows: list[int] = []
+        while len(rows) < batch_size:
+            order = np.random.default_rng((self.seed, self.epoch)).permutation(self.num_tasks * H)
+            take = order[self.index:self.index + batch_size - len(rows)]
+            rows.extend(int(r) for r in take)
+            self.index += len(take)
+            if self.index >= len(order):
+                self.epoch, self.index = self.epoch + 1, 0
+        self.step_arms = [r % H for r in rows]
+        return [r // H for r in rows], np.ones(batch_size, np.float32)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "index": self.index, "arms": self.arm_names}
+
+    def load_state_dict(self, state: Mapping[str, Any] | None) -> None:
+        if not state:
+            return
+        if list(state.get("arms", self.arm_names)) != self.arm_names:
+            raise ValueError(f"the checkpoint's mixture arms {state['arms']} differ from this config's {self.arm_names}")
+        self.epoch, self.index = int(state["epoch"]), int(state["index"])
+
+
 def _mixture(config, name: str, key: str) -> Method:
-    return Method(name=name, sampler=configured(config), transitions=FROZEN_TRANSITIONS,
+    names = mixture_arms(config, name)
+    return Method(name=name, sampler=functools.partial(ArmGridSampler, names=names), transitions=FROZEN_TRANSITIONS,
                   memory=not section(config, "harness").no_memory,
-                  prompts=functools.partial(ArmsGuidance, names=mixture_arms(config, name), key=key,
+                  prompts=functools.partial(ArmsGuidance, names=names, key=key, follow_sampler=True,
                                             heldout=methods.settings(config, "bandit").heldout_arm))
 
 

@@ -92,17 +92,22 @@ def advantage_metrics(rewards):
 
 
 ADVANTAGE_FNS: dict[str, Callable] = {}
+# Estimators whose advantages do not depend on the rewards' scale (they divide by the group's std).
+SCALE_FREE: set[str] = set()
 
 
-def register_advantage(name):
-    """Decorator: registers an estimator `rewards [T, J] -> advantages [T, J]` under `name`."""
+def register_advantage(name, *, scale_free: bool = False):
+    """Decorator: registers an estimator `rewards [T, J] -> advantages [T, J]` under `name`; `scale_free` when its
+    advantages are the same for rewards in any unit (it divides by the group's std)."""
     def deco(fn):
         ADVANTAGE_FNS[name] = fn
+        if scale_free:
+            SCALE_FREE.add(name)
         return fn
     return deco
 
 
-register_advantage("grpo")(lambda rewards: group_advantages(rewards, normalize_std=True))
+register_advantage("grpo", scale_free=True)(lambda rewards: group_advantages(rewards, normalize_std=True))
 register_advantage("dr_grpo")(lambda rewards: group_advantages(rewards, normalize_std=False))
 register_advantage("rloo")(rloo_advantages)
 

@@ -15,7 +15,7 @@ from harnessrl_jax.methods import arms as arms_lib
 from harnessrl_jax.methods.arms import ArmsGuidance, uniform_choice
 from harnessrl_jax.methods.harnessbandit import BanditSampler
 from harnessrl_jax.methods.parts import MethodParts, PartsContext, part_class
-from harnessrl_jax.methods.samplers import HarnessSampler
+from harnessrl_jax.methods.mixture import ArmGridSampler
 from harnessrl_jax.stepper import Stepper
 from harnessrl_jax.rubric.schema import Criterion, Task
 
@@ -102,7 +102,7 @@ def test_a_wrong_bandit_value_is_reported_with_its_key(change, key):
 def test_the_method_descriptions():
     hb, mix, mix2 = (methods.describe(tiny(n)) for n in ("harnessbandit", "mixture", "mixture2"))
     assert part_class(hb.sampler) is BanditSampler and hb.sketch is not None and hb.frozen
-    assert part_class(mix.sampler) is HarnessSampler and mix.sketch is None and mix.frozen
+    assert part_class(mix.sampler) is part_class(mix2.sampler) is ArmGridSampler and mix.sketch is None and mix.frozen
     assert part_class(hb.prompts) is part_class(mix.prompts) is part_class(mix2.prompts) is ArmsGuidance
     assert tiny("harnessbandit").advantage == "rloo"  # Dr.GRPO's leave-one-out baseline (methods.md 2.3)
     from harnessrl_jax.methods.mixture import mixture_arms
@@ -219,3 +219,34 @@ def test_every_bandit_setting_reaches_its_part():
     mix = mix.copy_and_resolve_references()
     m2 = methods.describe(mix)
     assert MethodParts(m2, PartsContext(mix, [TASK], m2)).prompts.names == ["sys_expert", "concise"]
+
+
+def test_the_mixtures_walk_epochs_of_the_task_x_arm_grid_and_render_each_row_under_its_arm(tiny_setup, tmp_path,
+                                                                                          monkeypatch):
+    """Six steps of two tasks under six arms cover the 12 (task, arm) rows of the grid once each, as the bandit's
+    per-arm pools cover the tasks, and the prompt writer renders every drawn task under the arm drawn with it."""
+    config = tiny("mixture").copy_and_resolve_references()
+    run = dataclasses.replace(tiny_setup, config=config)
+    stepper = Stepper(run, methods.describe(config), str(tmp_path))
+    stepper.start(None)
+    sampler, writer = stepper.parts.sampler, stepper.parts.prompts
+    rows, rendered = [], []
+    real = sampler.draw
+
+    def draw(*args):
+        idx, u = real(*args)
+        rows.extend(zip(idx, sampler.step_arms))
+        assert (u == 1).all()
+        return idx, u
+    monkeypatch.setattr(sampler, "draw", draw)
+    state = build.initial_state(run)
+    steps = 6
+    for step in range(steps):
+        state, metrics, _ = stepper.step(state, step)
+        rendered.extend(writer._which)
+    stepper.close()
+    assert sorted(rows) == [(t, a) for t in range(2) for a in range(6)]  # one epoch of the grid, each row once
+    assert rendered == [a for _, a in rows]
+    again = MethodParts(stepper.method, PartsContext(config, stepper.tasks, stepper.method)).sampler
+    again.load_state_dict(sampler.state_dict())
+    assert (again.epoch, again.index) == (1, 0)

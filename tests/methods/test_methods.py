@@ -13,6 +13,7 @@ import pytest
 from harnessrl_jax import build, checks, methods, settings, stages
 from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
 from harnessrl_jax.methods.harnessbandit import BanditSampler
+from harnessrl_jax.methods.mixture import ArmGridSampler
 from harnessrl_jax.methods.parts import part_class
 from harnessrl_jax.methods.samplers import EpochSampler, HarnessSampler
 from harnessrl_jax.methods.sec import SECSampler
@@ -41,7 +42,8 @@ def test_every_registered_method_describes_itself_from_the_tiny_config(name):
     # every method draws tasks as HarnessRL's seed harness does, but SEC and HarnessBandit, whose mechanism is the
     # sampler
     assert isinstance(m, methods.Method) and m.name == name
-    assert part_class(m.sampler) is {"sec": SECSampler, "harnessbandit": BanditSampler}.get(name, HarnessSampler)
+    mine = {"sec": SECSampler, "harnessbandit": BanditSampler, "mixture": ArmGridSampler, "mixture2": ArmGridSampler}
+    assert part_class(m.sampler) is mine.get(name, HarnessSampler)
 
 
 def test_the_contract_paths_resolve_as_written():
