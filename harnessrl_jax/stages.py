@@ -189,9 +189,9 @@ def oracle_metrics(tasks: Sequence[Task], responses: Sequence[Sequence[str]], re
 
 
 def critic_hooks(run: Run, seed: int, timer: dict[str, float]) -> CriticHooks:
-    """The critic's access to the frozen current policy (the run's engine, which still holds this step's params)
-    and the judge, timed into `timer` ('critic' seconds, 'resampled' rollouts); a candidate whose guided prompt
-    cannot fit the budget is not measured."""
+    """The critic's (and the parts') access to the frozen current policy (the run's engine, which still holds this
+    step's params) and the judge; the critic's calls are timed into `timer` ('critic' seconds, 'resampled'
+    rollouts); a candidate whose guided prompt cannot fit the budget is not measured."""
     calls = [0]
 
     def regrade_batch(items):
@@ -217,7 +217,12 @@ def critic_hooks(run: Run, seed: int, timer: dict[str, float]) -> CriticHooks:
                     f"even shortened")
         return None
 
-    return CriticHooks(regrade_batch=regrade_batch, resample_batch=resample_batch, prompt_problem=prompt_problem)
+    def sample_prompts(tasks, prompts):
+        calls[0] += 1
+        return sample_groups(run, list(tasks), seed=seed + 7919 * calls[0], prompts=list(prompts)).responses
+
+    return CriticHooks(regrade_batch=regrade_batch, resample_batch=resample_batch, prompt_problem=prompt_problem,
+                       sample_prompts=sample_prompts)
 
 
 # ------------------------------------------------------------------------------------------- advantages, train

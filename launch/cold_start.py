@@ -43,17 +43,12 @@ flags.mark_flags_as_required(["out"])
 FLAGS = flags.FLAGS
 
 
-def groups_path(out: str) -> str:
-    """Where the raw measurements behind `out` go."""
-    return (out[:-5] if out.endswith(".json") else out) + ".groups.jsonl"
-
-
 def run_cold_start(config, out: str, *, groups: int = 4, regradings: int = 2, batch_tasks: int = 8,
                    max_tasks: int = 0):
     """Measures the seed policy of `config`, writes its score matrices (groups_path) and `out`; returns the
     ColdStart."""
     from harnessrl_jax import build, checks, stages
-    from harnessrl_jax.evolver.cold_start import collect, derive, save_seed_groups
+    from harnessrl_jax.evolver.cold_start import collect, derive, groups_path, save_seed_groups
 
     out_dir = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(out_dir):

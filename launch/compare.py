@@ -287,7 +287,8 @@ def main(argv):
                                       for k, v in r["per_step"].items()} for s, r in results[m].items()}
                          for m in names}
     table["tasks"] = {"ids": task_ids, "domains": domains}
-    table["arms"] = {m: {"method": configs[m].method, "overrides": arms[m]} for m in names}
+    table["arms"] = {m: {"method": configs[m].method, "overrides": arms[m],
+                         "rule_fallback": arm_tables.rule_fallback(configs[m])} for m in names}
     table["reference"] = reference
     table["stats"] = arm_tables.arm_stats(table, reference=reference, n_boot=FLAGS.bootstrap,
                                       n_perm=FLAGS.permutations)

@@ -19,9 +19,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy import stats as scipy_stats
 
+from harnessrl_jax import methods
 from harnessrl_jax.eval.stats import (macro_mean, paired_bootstrap_grid, paired_permutation, run_level_test, seed_sd,
                                       sign_flip_seeds)
 from harnessrl_jax.eval.tables import END_WINDOW, read_jsonl
+from harnessrl_jax.settings import section
 
 # The rows of the paper's tables, by arm name (launch/compare.py's PAPER_ARMS), with the paper's labels.
 MAIN_ARMS = ("grpo", "ruscarl", "skillrl", "evorubric", "amaris", "amaris_pp", "sec", "harnessrl")
@@ -37,6 +39,13 @@ LABELS = {"grpo": "GRPO", "ruscarl": "RuscaRL", "skillrl": "SkillRL", "evorubric
 CLASSES = ("blind", "saturated", "spurious", "agree")
 PICKS = ("final", "best")
 METRICS = ("seed_rubric", "oracle")
+
+
+def rule_fallback(config) -> bool:
+    """Whether a config's method has a part its paper runs with a model (HarnessRL's proposer, SkillRL's teacher,
+    EvoRubric's generator and verifier, AMARIS's analyst and reviser, CoCA's rewriter) and the config gives it the
+    rule fallback instead (harness.proposer='rule'): launch/compare.py records it per arm, the tables label it."""
+    return methods.describe(config).uses_evolver_model and section(config, "harness").proposer == "rule"
 
 
 def _seeds(compare, arm) -> list[str]:
@@ -97,7 +106,8 @@ def main_rows(compare: Mapping[str, Any], arms: Sequence[str] | None = None, *, 
               metric: str = "seed_rubric") -> list[dict[str, Any]]:
     """One row per arm present (in `arms` order): the held-out score per domain, the macro aggregate, the seed SD,
     the margin against compare's reference arm with its 95% interval and p counting runs, then the paper's
-    cell-level interval and p, labelled as such."""
+    cell-level interval and p, labelled as such. An arm whose model-written part ran its rule fallback is labelled
+    "(rule fallback)": the row measures that fallback, not the paper's component."""
     stats = compare["stats"][f"{pick}/{metric}"]
     ref = compare["reference"]
     vs = f"vs {LABELS.get(ref, ref)}"
@@ -105,7 +115,8 @@ def main_rows(compare: Mapping[str, Any], arms: Sequence[str] | None = None, *, 
     rows = []
     for arm in arms:
         s = stats[arm]
-        row: dict[str, Any] = {"arm": LABELS.get(arm, arm)}
+        fallback = (compare.get("arms", {}).get(arm) or {}).get("rule_fallback")
+        row: dict[str, Any] = {"arm": LABELS.get(arm, arm) + (" (rule fallback)" if fallback else "")}
         row.update({d: _fmt(v) for d, v in s["per_domain"].items()})
         row["macro"] = _fmt(s["macro"])
         row["seed SD"] = _fmt(s["seed_sd"], 2)

@@ -64,13 +64,16 @@ NARROW_BAND = 0.75  # a lower bound above this share of the upper one leaves the
 @dataclasses.dataclass(frozen=True, eq=False)
 class SeedGroups:
     """One task's seed-policy score matrices: `groups` are independent groups (each S [K, J] under the seed
-    rubric with `points` [K]); `regradings` are the first group's responses graded again (same shape)."""
+    rubric with `points` [K]); `regradings` are the first group's responses graded again (same shape);
+    `responses` the first group's J responses (what a method that learns from the seed groups reads: SkillRL's
+    first skill bank)."""
 
     task_id: str
     points: np.ndarray
     groups: tuple[np.ndarray, ...]
     regradings: tuple[np.ndarray, ...] = ()
     criterion_ids: tuple[str, ...] = ()
+    responses: tuple[str, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "points", np.asarray(self.points, np.float64))
@@ -87,6 +90,9 @@ class SeedGroups:
             if s.shape != self.groups[0].shape:
                 raise ValueError(f"task {self.task_id!r}: regradings[{n}] has shape {s.shape}, the graded group "
                                  f"{self.groups[0].shape}")
+        if self.responses and len(self.responses) != self.groups[0].shape[1]:
+            raise ValueError(f"task {self.task_id!r}: {len(self.responses)} responses for a first group of "
+                             f"{self.groups[0].shape[1]}")
         if self.criterion_ids and len(self.criterion_ids) != k:
             raise ValueError(f"task {self.task_id!r}: {len(self.criterion_ids)} criterion ids for {k} criteria")
 
@@ -229,6 +235,11 @@ class ColdStart:
             raise ValueError(f"{os.fspath(path)}: not a valid cold start file: {e}") from None
 
 
+def groups_path(cold_start: str) -> str:
+    """Where the raw measurements behind a cold start file go (launch/cold_start.py writes both)."""
+    return (cold_start[:-5] if cold_start.endswith(".json") else cold_start) + ".groups.jsonl"
+
+
 def save_seed_groups(path: str | os.PathLike, seeds: Sequence[SeedGroups]) -> None:
     """The raw measurements behind a cold start, one JSON object per task per line (NaN cells as null), written
     atomically; `load_seed_groups` reads them back, so thresholds can be re-derived without the policy."""
@@ -240,7 +251,8 @@ def save_seed_groups(path: str | os.PathLike, seeds: Sequence[SeedGroups]) -> No
         for s in seeds:
             f.write(json.dumps({"task_id": s.task_id, "points": s.points.tolist(),
                                 "criterion_ids": list(s.criterion_ids), "groups": [mat(g) for g in s.groups],
-                                "regradings": [mat(g) for g in s.regradings]}) + "\n")
+                                "regradings": [mat(g) for g in s.regradings],
+                                "responses": list(s.responses)}) + "\n")
     os.replace(tmp, path)
 
 
@@ -258,7 +270,7 @@ def load_seed_groups(path: str | os.PathLike) -> list[SeedGroups]:
                 d = json.loads(line)
                 out.append(SeedGroups(d["task_id"], d["points"], tuple(mat(g) for g in d["groups"]),
                                       tuple(mat(g) for g in d.get("regradings", [])),
-                                      tuple(d.get("criterion_ids", ()))))
+                                      tuple(d.get("criterion_ids", ())), tuple(d.get("responses", ()))))
             except (ValueError, KeyError, TypeError) as e:
                 raise ValueError(f"{os.fspath(path)}:{n}: not a seed-group record: {e}") from None
     if not out:
@@ -295,7 +307,8 @@ def collect(tasks: Sequence, sample: Callable[[Sequence, int], Sequence[Sequence
         regraded = [[np.asarray(s, np.float64) for s in score(batch, first)] for _ in range(regradings)]
         for n, task in enumerate(batch):
             out.append(SeedGroups(task.id, np.asarray(task.points, np.float64), tuple(m[n] for m in mats),
-                                  tuple(r[n] for r in regraded), tuple(c.id for c in task.criteria)))
+                                  tuple(r[n] for r in regraded), tuple(c.id for c in task.criteria),
+                                  tuple(map(str, first[n]))))
         if progress is not None:
             done, elapsed = len(out), time.perf_counter() - start
             progress(f"cold start: {done}/{len(tasks)} tasks, {done / elapsed:.2f} tasks/s, "

@@ -83,6 +83,9 @@ class CriticHooks:
     regrade_batch: Callable[[Sequence[tuple]], Sequence[Any]] | None = None
     resample_batch: Callable[[Sequence[tuple]], Sequence[Sequence[str]]] | None = None
     prompt_problem: Callable[..., str | None] | None = None
+    # (tasks, one stages.TaskPrompts each) -> J responses per task from the frozen policy: a group sampled in
+    # prompts a part wrote (SkillRL's validation rollouts under its skills)
+    sample_prompts: Callable[[Sequence[Any], Sequence[Any]], Sequence[Sequence[str]]] | None = None
 
     def regrade_many(self, items: Sequence[tuple]) -> list[np.ndarray]:
         if not items:

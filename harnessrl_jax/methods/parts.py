@@ -3,7 +3,7 @@ built from a `Method` (`MethodParts`):
 
     TaskSampler     draw(H, seed, B) -> (task rows, u); observe(rows, rewards); after_update(advantages, sketch)
     PromptWriter    prompts(H, rows, tasks, ...) -> one TaskPrompts per task, or None (the harness's own fields);
-                    observe(step, draws, H, memory): learning from the judged groups; criteria(H, tasks): the
+                    observe(step, draws, H, memory, hooks): learning from the judged groups; criteria(H, tasks): the
                     rubric the advantages use when the prompts bring their own
     HarnessRule     propose(RuleInput) -> RuleProposal: a published rule's harness updates after the evolver's
     Scheme          sample -> judge -> train: the groups a step draws and how it trains on them
@@ -98,8 +98,10 @@ class PromptWriter(Part):
                 budget) -> list[TaskPrompts] | None:
         raise NotImplementedError
 
-    def observe(self, step: int, draws: Sequence[Group], harness: HarnessState, memory=None) -> None:
-        """The step's judged groups (under harness's rubric), after the judge: what the writer learns from."""
+    def observe(self, step: int, draws: Sequence[Group], harness: HarnessState, memory=None,
+                hooks: CriticHooks | None = None) -> None:
+        """The step's judged groups (under harness's rubric), after the judge: what the writer learns from; `hooks`
+        reach the frozen policy and the judge (for rollouts of its own, e.g. on a validation sample)."""
 
     def criteria(self, harness: HarnessState, tasks: Sequence[Any]) -> list | None:
         """Per task the rubric the advantages use when the prompts bring their own, else None (the harness's)."""
@@ -195,7 +197,7 @@ class MethodParts:
                     memory=None, hooks: CriticHooks | None = None) -> tuple[EvolverResult, dict[int, dict]]:
         """The prompt writer's learning from this step's groups, then the rule's harness updates applied onto the
         evolver's result (methods.updates); returns the result and per-draw fields of the memory's records."""
-        self.prompts.observe(step, draws, harness, memory)
+        self.prompts.observe(step, draws, harness, memory, hooks)
         if self.rule is None:
             return result, {}
         inp = RuleInput(step, draws, harness, result.attributions, memory, hooks or CriticHooks())

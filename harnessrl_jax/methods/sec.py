@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from harnessrl_jax import methods
-from harnessrl_jax.evolver.cold_start import load_seed_groups
+from harnessrl_jax.evolver.cold_start import groups_path, load_seed_groups
 from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
 from harnessrl_jax.methods.base import Method
 from harnessrl_jax.methods.parts import PartsContext, TaskSampler
@@ -123,10 +123,7 @@ def seed_rewards(path: str) -> dict[str, float]:
 
 def seed_groups_path(settings: SECConfig, cold_start: str) -> str:
     """sec.seed_groups, or the seed groups launch/cold_start.py writes next to the cold start's file."""
-    path = settings.seed_groups
-    if not path and cold_start:
-        path = (cold_start[:-5] if cold_start.endswith(".json") else cold_start) + ".groups.jsonl"
-    return path
+    return settings.seed_groups or (groups_path(cold_start) if cold_start else "")
 
 
 def assign_arms(tasks: Sequence, kind: str, *, num_levels: int = 5, rewards: Mapping[str, float] | None = None

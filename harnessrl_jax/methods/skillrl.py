@@ -8,12 +8,13 @@ embedding similarity and mounted on every rollout of a task, evolving during tra
 - Rendering: a <skills> block after the prompt, one line per skill, on every rollout of the task; the loss sees the
   prompt the rollout saw (SkillRL trains with skills in context). Evaluation is bare (AMB-3.4).
 - Distillation by the teacher (the evolver model, AMB-3.1): successful responses (reward >= the group's q75) give
-  skills, failed ones (<= q25) counterfactual lessons. Readings: the initial bank comes from the first step's
-  groups, the seed policy's (up to 10 task-specific skills per domain and 10 general ones; AMB-3.5 drops the
-  cold-start SFT, so every arm starts from the same policy); the bank evolves every E = 25 steps from the groups
-  recorded since the last evolution (the run's own validation pool: no extra rollouts): for each domain whose mean
-  reward is at or below the median over domains, up to 10 of its lowest-reward responses are analysed and at most
-  5 skills added.
+  skills, failed ones (<= q25) counterfactual lessons. Readings: the initial bank comes from the seed policy's
+  groups of the cold start (before step 0, so step 0's rollouts carry skills; without a cold start, from step 0's
+  groups), up to 10 task-specific skills per domain and 10 general ones (AMB-3.5 drops the cold-start SFT, so every
+  arm starts from the same policy); every E = 25 steps the bank evolves on a validation sample (a fixed
+  `validation_per_domain` training tasks per domain, rolled out under the bank by the frozen policy): for each
+  domain whose mean reward is strictly below the median over domains, up to 10 of its lowest-reward responses are
+  analysed and at most 5 skills added or revised (a skill under an existing name replaces it).
 - Without the model (`harness.proposer='rule'`) the teacher is a rule: a criterion the successful responses of a
   group meet more often than its failures becomes a skill ("aim for" it; "avoid" it for a pitfall), general when
   its text recurs across tasks, task-specific otherwise.
@@ -23,12 +24,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
+import os
 from typing import Any, Sequence
 
 import numpy as np
 
 from harnessrl_jax import methods
 from harnessrl_jax.evolver import templates
+from harnessrl_jax.evolver.cold_start import groups_path, load_seed_groups
 from harnessrl_jax.evolver.text import cut
 from harnessrl_jax.harness.transitions import FROZEN_TRANSITIONS
 from harnessrl_jax.methods import llm
@@ -41,6 +45,8 @@ from harnessrl_jax.methods.updates import achieved
 from harnessrl_jax.rubric.judges.llm import render_conversation
 from harnessrl_jax.rubric.reward import rubric_reward
 from harnessrl_jax.settings import section
+
+log = logging.getLogger(__name__)
 
 DISTILL_SCHEMA = {"type": "object", "properties": {"skills": {"type": "array", "items": {
     "type": "object", "properties": {"name": {"type": "string"}, "principle": {"type": "string"},
@@ -63,10 +69,18 @@ class SkillRLConfig:
     failure_quantile: float = 0.25
     embedder: str = "memory"  # 'memory' (the memory's embedder, else lexical) | 'lexical' | a model name or path
     excerpt_chars: int = 400
+    # The first bank's groups: the cold start's seed groups (scores and responses); empty: the ones
+    # launch/cold_start.py writes next to config.harness.cold_start, else step 0's groups.
+    seed_groups: str = ""
+    # Validation tasks per domain rolled out (under the bank) at each evolution, a fixed sample of the training
+    # tasks; 0: the groups recorded since the last evolution stand in for them.
+    validation_per_domain: int = 4
 
     def __post_init__(self):
         if min(self.top_k, self.evolve_every, self.max_new_per_domain, self.failures_per_domain) < 1:
             raise ValueError("top_k, evolve_every, max_new_per_domain and failures_per_domain must be >= 1")
+        if self.validation_per_domain < 0:
+            raise ValueError(f"validation_per_domain={self.validation_per_domain}: must be >= 0")
         if not -1.0 <= self.min_cosine <= 1.0:
             raise ValueError(f"min_cosine must lie in [-1, 1], got {self.min_cosine}")
         if not 0.0 <= self.failure_quantile <= self.success_quantile <= 1.0:
@@ -162,6 +176,11 @@ def rule_skills(groups: Sequence[tuple[Any, Sequence, Any, Sequence[str]]], *, s
     return sorted(best.values(), key=lambda x: -x[0])
 
 
+def seed_groups_path(settings: SkillRLConfig, cold_start: str) -> str:
+    """skillrl.seed_groups, or the seed groups launch/cold_start.py writes next to the cold start's file."""
+    return settings.seed_groups or (groups_path(cold_start) if cold_start else "")
+
+
 class SkillRLGuidance(PromptWriter):
     """The skill bank as a prompt writer (methods.parts): one prompt per drawn task, shared by its group."""
 
@@ -178,28 +197,76 @@ class SkillRLGuidance(PromptWriter):
         self.task_vectors: dict[str, np.ndarray] = {}
         self.last_evolution = -1
         self._metrics: dict[str, float] = {}
+        self._budget: PromptBudget | None = None  # the run's, as the last prompts() call was given it
         if client is not None:
             self.template = load_template("skillrl_distill")
 
     @classmethod
     def build(cls, ctx: PartsContext, *, settings: SkillRLConfig):
-        return cls(settings, tasks=ctx.tasks, client=ctx.client, memory=ctx.memory)
+        writer = cls(settings, tasks=ctx.tasks, client=ctx.client, memory=ctx.memory)
+        path = seed_groups_path(settings, section(ctx.config, "harness").cold_start)
+        if path and os.path.isfile(path):
+            writer.first_bank(path)
+        return writer
+
+    @classmethod
+    def check(cls, config, *, settings: SkillRLConfig) -> list[str]:
+        if settings.seed_groups and not os.path.isfile(settings.seed_groups):
+            return [f"--config.skillrl.seed_groups={settings.seed_groups}: no such file (launch/cold_start.py "
+                    f"writes it next to cold_start.json)"]
+        return []
 
     # -- the bank --------------------------------------------------------------------------------------------
 
     def add(self, skills: Sequence[Skill]) -> int:
         """Adds skills whose name is new; returns how many."""
-        names = {s.name for s in self.skills}
-        new = []
+        return self.merge(skills)[0]
+
+    def merge(self, skills: Sequence[Skill]) -> tuple[int, int]:
+        """(added, revised): a skill whose name is new is added; one under an existing name with another principle
+        or applicability replaces it (the teacher revised it)."""
+        index = {s.name: n for n, s in enumerate(self.skills)}
+        new, revised = [], 0
         for s in skills:
-            if s.name not in names:
-                names.add(s.name)
+            n = index.get(s.name)
+            if n is None:
+                index[s.name] = len(self.skills) + len(new)
                 new.append(s)
+            elif n < len(self.skills) and (s.principle, s.applicability) != (self.skills[n].principle,
+                                                                           self.skills[n].applicability):
+                self.skills[n] = s
+                self.vectors[n] = np.asarray(self.embed([s.key_text]), np.float32)[0]
+                revised += 1
         if new:
             v = np.asarray(self.embed([s.key_text for s in new]), np.float32)
             self.vectors = v if not len(self.skills) else np.vstack([self.vectors, v])
             self.skills += new
-        return len(new)
+        return len(new), revised
+
+    def first_bank(self, path: str) -> None:
+        """The initial bank from the seed policy's groups in the cold start's file, before step 0, so step 0's
+        rollouts already carry skills; a file without responses (an older cold start) leaves it to step 0."""
+        groups = []
+        for seed in load_seed_groups(path):
+            task = self.tasks.get(seed.task_id)
+            if task is None or not seed.responses:
+                continue
+            rows = {cid: k for k, cid in enumerate(seed.criterion_ids)}
+            if seed.criterion_ids and all(c.id in rows for c in task.criteria):
+                S = seed.groups[0][[rows[c.id] for c in task.criteria]]
+            elif len(task.criteria) == seed.groups[0].shape[0]:
+                S = seed.groups[0]
+            else:
+                continue
+            groups.append((task, task.criteria, S, seed.responses))
+        if not groups:
+            log.warning("%s: no seed group with responses for this run's tasks: the first skill bank comes from "
+                        "step 0's groups", path)
+            return
+        c = self.config
+        added, _ = self.distill(0, groups, per_domain=c.initial_per_domain, general=c.initial_general)
+        self.last_evolution = 0
+        self._metrics["skillrl/added"] = float(added)
 
     def task_vector(self, task) -> np.ndarray:
         if task.id not in self.task_vectors:
@@ -228,6 +295,7 @@ class SkillRLGuidance(PromptWriter):
             counts.append(len(skills))
             out.append(TaskPrompts((m,), guided=bool(skills), shortened=shortened,
                                    over_budget=shortened and not skills))
+        self._budget = budget
         self._metrics.update({"skillrl/bank_size": float(len(self.skills)),
                               "skillrl/general_skills": float(sum(s.general for s in self.skills)),
                               "skillrl/skills_per_prompt": float(np.mean(counts)) if counts else 0.0})
@@ -235,32 +303,72 @@ class SkillRLGuidance(PromptWriter):
 
     # -- distillation and evolution ---------------------------------------------------------------------------
 
-    def observe(self, step: int, draws: Sequence, harness, memory=None) -> None:
-        """The step's judged groups, under the harness's rubric of each task (see `learn`)."""
-        self.learn(step, [(g.task, harness.rubric_of(g.task.id), g.S, g.responses) for g in draws], memory)
+    def observe(self, step: int, draws: Sequence, harness, memory=None, hooks=None) -> None:
+        """The step's judged groups, under the harness's rubric of each task (see `learn`); at an evolution, with
+        `hooks` (the frozen policy and the judge), the validation sample is rolled out under the bank."""
+        validate = None
+        if hooks is not None and hooks.sample_prompts is not None and self.config.validation_per_domain > 0:
+            def validate():
+                return self.validation_groups(harness, hooks, step)
+        self.learn(step, [(g.task, harness.rubric_of(g.task.id), g.S, g.responses) for g in draws], memory,
+                   validate=validate)
 
-    def learn(self, step: int, groups: Sequence[tuple[Any, Sequence, Any, Sequence[str]]], memory=None) -> None:
-        """After the step's judging: the initial bank from step 0's groups, then an evolution every E steps from
-        the groups recorded since the last one (`groups` are this step's (task, criteria, S, responses))."""
+    def validation_tasks(self) -> list:
+        """A fixed sample of `validation_per_domain` training tasks per domain (the same at every evolution)."""
+        by: dict[str, list] = {}
+        for t in self.tasks.values():
+            by.setdefault(t.domain, []).append(t)
+        rng = np.random.default_rng(0)
+        out = []
+        for domain in sorted(by):
+            pool = sorted(by[domain], key=lambda t: t.id)
+            pick = rng.choice(len(pool), min(self.config.validation_per_domain, len(pool)), replace=False)
+            out += [pool[i] for i in sorted(pick)]
+        return out
+
+    def validation_groups(self, harness, hooks, step: int) -> list[tuple[Any, Sequence, Any, Sequence[str]]]:
+        """The validation sample rolled out by the frozen policy under the current bank and judged under the
+        harness's rubric: (task, criteria, S, responses) per task."""
+        tasks = self.validation_tasks()
+        if not tasks or self._budget is None:
+            return []
+        prompts = self.prompts(harness, [harness.index(t.id) for t in tasks], tasks, step=step, seed=0,
+                               budget=self._budget)
+        responses = hooks.sample_prompts(tasks, prompts)
+        criteria = [harness.rubric_of(t.id) for t in tasks]
+        scores = hooks.regrade_many([(t, r, [c.to_criterion() for c in cs])
+                                     for t, r, cs in zip(tasks, responses, criteria)])
+        self._metrics["skillrl/validation_rollouts"] = float(sum(len(r) for r in responses))
+        return [(t, cs, S, r) for t, cs, S, r in zip(tasks, criteria, scores, responses)]
+
+    def learn(self, step: int, groups: Sequence[tuple[Any, Sequence, Any, Sequence[str]]], memory=None, *,
+              validate=None) -> None:
+        """After the step's judging (`groups`: this step's (task, criteria, S, responses)): the initial bank from
+        step 0's groups when the seed groups gave none, then an evolution every E steps on the validation sample
+        (`validate()` rolls it out under the current bank), or, without one, on the groups recorded since the last
+        evolution."""
         c = self.config
-        self._metrics["skillrl/added"] = 0.0
+        self._metrics.update({"skillrl/added": 0.0, "skillrl/revised": 0.0, "skillrl/evolved_domains": 0.0})
         if self.last_evolution < 0:
-            added = self.distill(step, groups, per_domain=c.initial_per_domain, general=c.initial_general)
+            added, revised = self.distill(step, groups, per_domain=c.initial_per_domain, general=c.initial_general)
         elif step - self.last_evolution >= c.evolve_every:
-            pool = list(groups)
-            if memory is not None:
-                tasks = {**self.tasks, **{g[0].id: g[0] for g in groups}}
-                for d in memory.store.draws(range(self.last_evolution + 1, step)):
-                    task = tasks.get(d.task_id)
-                    if task is not None:
-                        pool.append((task, _Crit.of(d), d.scores, d.responses))
-            added = self.evolve(step, pool)
+            pool = validate() if validate is not None else []
+            if not pool:
+                pool = list(groups)
+                if memory is not None:
+                    tasks = {**self.tasks, **{g[0].id: g[0] for g in groups}}
+                    for d in memory.store.draws(range(self.last_evolution + 1, step)):
+                        task = tasks.get(d.task_id)
+                        if task is not None:
+                            pool.append((task, _Crit.of(d), d.scores, d.responses))
+            added, revised = self.evolve(step, pool)
         else:
             return
         self.last_evolution = step
-        self._metrics["skillrl/added"] = float(added)
+        self._metrics.update({"skillrl/added": float(added), "skillrl/revised": float(revised)})
 
-    def distill(self, step, groups, *, per_domain: int, general: int) -> int:
+    def distill(self, step, groups, *, per_domain: int, general: int) -> tuple[int, int]:
+        """(added, revised) by the teacher over `groups`."""
         c = self.config
         if self.client is None:
             ranked = rule_skills(groups, success_q=c.success_quantile, failure_q=c.failure_quantile, step=step)
@@ -269,31 +377,35 @@ class SkillRLGuidance(PromptWriter):
             for _, s in ranked:
                 if not s.general and len(spec.setdefault(s.domain, [])) < per_domain:
                     spec[s.domain].append(s)
-            return self.add(gen + [s for v in spec.values() for s in v])
-        added = 0
+            return self.merge(gen + [s for v in spec.values() for s in v])
+        added = revised = 0
         for domain, gs in _by_domain(groups).items():
-            added += self.add(self.teach(domain, gs, per_domain, step, general_ok=True))
-        return added
+            a, r = self.merge(self.teach(domain, gs, per_domain, step, general_ok=True))
+            added, revised = added + a, revised + r
+        return added, revised
 
-    def evolve(self, step, groups) -> int:
-        """Skills for the domains at or below the median domain reward, at most max_new_per_domain each."""
+    def evolve(self, step, groups) -> tuple[int, int]:
+        """(added, revised): skills for the domains whose mean reward is strictly below the median over domains, at
+        most max_new_per_domain each, new or revising existing ones."""
         c = self.config
         by = _by_domain(groups)
         means = {d: float(np.nanmean([np.nanmean(rubric_reward(np.array([x.points for x in cr]), np.asarray(S)))
                                       for _, cr, S, _ in gs])) for d, gs in by.items()}
         if not means:
-            return 0
+            return 0, 0
         median = float(np.median(list(means.values())))
-        added = 0
+        added = revised = 0
         for d, gs in by.items():
-            if means[d] > median:
+            if not means[d] < median:
                 continue
+            self._metrics["skillrl/evolved_domains"] += 1.0
             if self.client is None:
                 ranked = rule_skills(gs, success_q=c.success_quantile, failure_q=c.failure_quantile, step=step)
-                added += self.add([s for _, s in ranked][: c.max_new_per_domain])
+                a, r = self.merge([s for _, s in ranked][: c.max_new_per_domain])
             else:
-                added += self.add(self.teach(d, gs, c.max_new_per_domain, step, general_ok=False))
-        return added
+                a, r = self.merge(self.teach(d, gs, c.max_new_per_domain, step, general_ok=False))
+            added, revised = added + a, revised + r
+        return added, revised
 
     def teach(self, domain: str, groups, limit: int, step: int, *, general_ok: bool) -> list[Skill]:
         """The teacher model's skills for one domain from its successes and failures."""

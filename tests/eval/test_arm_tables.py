@@ -48,3 +48,22 @@ def test_an_older_compare_json_is_refused_and_the_seeds_note_states_the_floor():
     note = arm_tables.seeds_note(compare)
     assert "3 seeds" in note and "+- 4.30" in note and "p = 0.25" in note and "6, 8, 11 seeds" in note
     assert "no run-level interval" in arm_tables.seeds_note(_compare(np.random.default_rng(2), seeds=1))
+
+
+def test_a_row_whose_model_part_ran_its_rule_fallback_is_labelled():
+    """launch/compare.py records, per arm, whether a part its paper runs with a model ran the rule fallback."""
+    import os
+
+    from harnessrl_jax import settings
+
+    tiny = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "experiments",
+                        "tiny_cpu.py")
+    assert arm_tables.rule_fallback(settings.load(tiny + ":method=skillrl"))
+    assert arm_tables.rule_fallback(settings.load(tiny + ":method=harnessrl"))  # its rule proposer
+    assert not arm_tables.rule_fallback(settings.load(tiny + ":method=grpo"))  # no model part at all
+    with_model = settings.load(tiny + ":method=evorubric")
+    with_model.harness.proposer = "llm"
+    assert not arm_tables.rule_fallback(with_model)
+    compare = _compare(np.random.default_rng(3))
+    compare["arms"] = {"grpo": {"rule_fallback": False}, "harnessrl": {"rule_fallback": True}}
+    assert [r["arm"] for r in arm_tables.main_rows(compare)] == ["GRPO", "HarnessRL (rule fallback)"]

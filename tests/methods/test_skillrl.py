@@ -95,16 +95,22 @@ def test_skills_are_mounted_after_the_prompt_and_the_bank_evolves(tmp_path):
     assert "names fever" in text and "mentions light" not in text  # the other domain's skill is not similar
     # every rollout of the group sees the same prompt: one message list per task
     assert len(p.messages) == 1
-    # the bank evolves every E = 3 steps, not in between; the state round-trips
+    # the bank evolves every E = 3 steps, not in between, for the domains strictly below the median; the state
+    # round-trips
     before = len(g.skills)
     S_b2 = np.array([[1, 1, 0, 0], [1, 0, 1, 0]], float)
     g.learn(1, [(b, b.criteria, S_b2, ["r"] * 4)])
     assert len(g.skills) == before and g.metrics()["skillrl/added"] == 0
-    g.learn(3, [(b, b.criteria, S_b2, ["r"] * 4)])
-    assert len(g.skills) > before and g.last_evolution == 3
+    g.learn(3, [(b, b.criteria, S_b2, ["r"] * 4)])  # one domain alone is not below its own median
+    assert len(g.skills) == before and g.last_evolution == 3 and g.metrics()["skillrl/evolved_domains"] == 0
+    S_a2 = np.array([[1, 1, 1, 0], [1, 1, 1, 1], [0, 0, 0, 0]], float)  # med well above sci
+    g.learn(6, [(a, a.criteria, S_a2, ["r"] * 4), (b, b.criteria, S_b2, ["r"] * 4)])
+    new = g.skills[before:]
+    assert new and {s.domain for s in new} == {"sci"} and g.metrics()["skillrl/evolved_domains"] == 1
+    assert g.last_evolution == 6
     h = SkillRLGuidance(SkillRLConfig(evolve_every=3), embed=embed)
     h.load_state_dict(g.state_dict())
-    assert h.skills == g.skills and h.last_evolution == 3
+    assert h.skills == g.skills and h.last_evolution == 6
     # over the budget: the least similar skills go first, and nothing is mounted if none fits
     tok = toy.char_tokenizer()
     bare = len(tok.apply_chat_template(list(a.prompt), add_generation_prompt=True, tokenize=True))
@@ -143,3 +149,64 @@ def test_the_teacher_is_the_evolver_model_when_there_is_one():
     assert "med tasks" in prompt and "good one" in prompt and "bad two" in prompt
     assert [(s.name, s.domain, s.source) for s in g.skills] == [("define terms", None, "llm"),
                                                                 ("name the symptom", "med", "llm")]
+
+
+def test_a_skill_distilled_again_under_its_name_is_revised_not_duplicated():
+    g = SkillRLGuidance(SkillRLConfig(), embed=lambda texts: np.array([unit([len(t), 1.0]) for t in texts]))
+    assert g.merge([Skill("cite", "Cite a source.", "claims"), Skill("short", "Be short.", "any")]) == (2, 0)
+    assert g.merge([Skill("cite", "Cite a primary source, with its date.", "factual claims")]) == (0, 1)
+    assert [s.principle for s in g.skills] == ["Cite a primary source, with its date.", "Be short."]
+    np.testing.assert_allclose(g.vectors[0], unit([len("cite. factual claims"), 1.0]), rtol=1e-6)
+    assert g.merge([Skill("cite", "Cite a primary source, with its date.", "factual claims")]) == (0, 0)
+
+
+def test_the_first_bank_comes_from_the_cold_starts_seed_groups_before_step_0(tmp_path, tiny_config):
+    from harnessrl_jax.evolver.cold_start import SeedGroups, save_seed_groups
+    from harnessrl_jax.methods.parts import PartsContext
+
+    a, b = group_tasks()
+    S_a = np.array([[1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]], float)
+    path = tmp_path / "cold_start.groups.jsonl"
+    save_seed_groups(path, [SeedGroups("a", [c.points for c in a.criteria], (S_a,), (),
+                                       tuple(c.id for c in a.criteria), ("g1", "g2", "b1", "b2"))])
+    config = tiny_config("method=skillrl")
+    g = SkillRLGuidance.build(PartsContext(config, [a, b], None),
+                              settings=SkillRLConfig(seed_groups=str(path), embedder="lexical"))
+    assert g.last_evolution == 0 and "aim for: The response names fever." in [s.name for s in g.skills]
+    # the same bank as distilling those groups at step 0, which is what happens without a cold start
+    h = SkillRLGuidance(SkillRLConfig(embedder="lexical"), tasks=[a, b])
+    h.learn(0, [(a, a.criteria, S_a, ["g1", "g2", "b1", "b2"])])
+    assert h.skills == g.skills
+    config.skillrl.seed_groups = str(tmp_path / "missing.jsonl")
+    from harnessrl_jax import checks
+
+    assert any(p.startswith("--config.skillrl.seed_groups=") for p in checks.check(config))
+
+
+def test_an_evolution_rolls_out_the_validation_sample_under_the_bank():
+    """At an evolution the frozen policy answers a fixed validation sample of the training tasks in prompts that
+    carry the bank, judged under the harness's rubric; its domains strictly below the median get skills."""
+    from harnessrl_jax.evolver.critic import CriticHooks
+    from harnessrl_jax.harness import HarnessState
+
+    a, b = group_tasks()
+    H = HarnessState.from_tasks([a, b])
+    g = SkillRLGuidance(SkillRLConfig(evolve_every=2, validation_per_domain=1, embedder="lexical"), tasks=[a, b])
+    g.learn(0, [(a, a.criteria, np.array([[1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]], float), ["r"] * 4)])
+    g.prompts(H, [0], [a], step=0, seed=0, budget=PromptBudget(toy.char_tokenizer(), 10_000))
+    seen = []
+
+    def sample(tasks, prompts):
+        seen.extend((t.id, p) for t, p in zip(tasks, prompts))
+        return [["y"] * 4 for _ in tasks]
+
+    def regrade(items):  # med all met, sci half: sci is below the median of the two domains
+        return [np.ones((len(c), 4)) if t.domain == "med" else np.array([[1, 1, 0, 0]] * len(c), float)
+                for t, _, c in items]
+
+    hooks = CriticHooks(regrade_batch=regrade, sample_prompts=sample)
+    g.observe(2, [], H, None, hooks)
+    assert [t for t, _ in seen] == ["a", "b"]  # one validation task per domain
+    assert "<skills>" in seen[0][1].messages[0][-1]["content"]  # rolled out under the bank
+    assert g.metrics()["skillrl/validation_rollouts"] == 8 and g.metrics()["skillrl/evolved_domains"] == 1
+    assert g.last_evolution == 2
