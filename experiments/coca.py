@@ -20,7 +20,11 @@ from experiments import base
 VARIANTS = {
     "": ({}, ()),
     "no_calibration": ({"calibrate": False}, ()),  # Table 4: - rubric calibration
-    "no_opsd": ({"distill_coef": 0.0}, ()),  # Table 4: - L_FrontierOPSD
+    # Table 4's "- L_FrontierOPSD", as read here: lambda_D = 0 with the gate kept, so a qualified query's Guided rows
+    # stay out of the GRPO term too (the frontier's signal is removed whole); the paper does not say. The other
+    # reading, the term removed and Guided GRPO on every query, is `no_opsd_guided_all`.
+    "no_opsd": ({"distill_coef": 0.0}, ()),
+    "no_opsd_guided_all": ({"distill_coef": 0.0, "guided_gate": "always"}, ()),
     "no_guided_grpo": ({"guided_gate": "never"}, ()),  # Table 4: - L_GGRPO
     "gf_trajectory": ({"distill_on": "guided_frontier"}, ()),  # D.3: distil on the Guided Frontier's own tokens
     "no_demo": ({"teacher_demo": False}, ()),  # D.3: no privileged demonstration in the teacher's context

@@ -11,6 +11,7 @@ import pytest
 
 from harnessrl_jax import build, checks, methods, stages
 from harnessrl_jax.eval.evaluate import evaluate
+from harnessrl_jax.memory import Memory
 from harnessrl_jax.methods.coca import CoCAScheme, scheme as coca_scheme
 from harnessrl_jax.methods.coca.scheme import teacher_messages
 from harnessrl_jax.models import forward
@@ -226,3 +227,34 @@ def test_each_variant_changes_what_it_names(coca_run, tmp_path, monkeypatch, coc
         assert any(abs(np.nansum(b.advantages[:g_n])) > 1e-3 for b in batches)
     elif check == "groups":
         assert all(np.isfinite(b.advantages[:T * 5]).all() for b in batches) and (g_n, g_g) == (5, 3)
+
+
+def test_a_rule_threshold_is_moved_on_the_tasks_earlier_responses_not_on_the_groups_it_rescores(coca_run, tmp_path,
+                                                                                                monkeypatch):
+    """Calibration picks a rule criterion's new threshold on the task's responses at its previous visit (the
+    memory's), so the rewrite is then judged on groups it was not fitted to; a first visit moves nothing."""
+    run = coca_run
+    stepper = Stepper(run, methods.describe(run.config), str(tmp_path))
+    stepper.start(None)
+    scheme = stepper.parts.scheme
+    seen = {}
+    real = scheme.calibrator.calibrate_many
+
+    def spy(items):
+        seen.setdefault(stepper_step[0], []).extend(items)
+        return real(items)
+    monkeypatch.setattr(scheme.calibrator, "calibrate_many", spy)
+    stepper_step = [0]
+    state = build.initial_state(run)
+    for step in range(3):
+        stepper_step[0] = step
+        state, _, _ = stepper.step(state, step)
+    stepper.close()
+    assert seen.get(0) and all(item[5] == () for item in seen[0])  # nothing earlier to calibrate on
+    later = [(step, item) for step in (1, 2) for item in seen.get(step, [])]
+    assert later, "no task was calibrated again"
+    memory = Memory.open(str(tmp_path / "memory"), embedder=None)
+    for step, (task, *_, responses) in later:
+        previous = memory.history(task.id, before_step=step, limit=1)
+        assert previous and tuple(responses) == tuple(previous[0].responses)
+    memory.close()

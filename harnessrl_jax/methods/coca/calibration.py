@@ -98,9 +98,9 @@ def _scan(kwargs: dict, rule_id: str, harder_check: bool, max_scan: int):
 
 def moved_rule(c: Criterion, direction: str, responses: Sequence[str], *, prompt: str | None = None,
                max_scan: int = 2000) -> Criterion | None:
-    """The rule criterion with its threshold moved to the nearest value where some of `responses` (the Normal
-    group) change verdict, making the criterion harder (strengthen) or easier (weaken) to achieve; None when the
-    rule has no threshold, or the nearest change flips every verdict (nothing would split the group)."""
+    """The rule criterion with its threshold moved to the nearest value where some of `responses` (the task's
+    earlier ones, not those it is then scored on) change verdict, making the criterion harder (strengthen) or easier
+    (weaken) to achieve; None when the rule has no threshold, or the nearest change flips every verdict."""
     rid, kwargs = c.rule_id, c.rule_kwargs
     if rid is None or not responses:
         return None
@@ -166,7 +166,8 @@ class Calibrator:
         self.templates = {STRENGTHEN: load_template("coca_strengthen"), WEAKEN: load_template("coca_weaken")}
 
     def calibrate_many(self, items: Sequence[tuple]) -> list[tuple[tuple[Criterion, ...], list[Rewrite]]]:
-        """For each (task, criteria, states, pN, pG, Normal responses): (C~, its rewrites); LLM calls pooled."""
+        """For each (task, criteria, states, pN, pG, responses a rule threshold is moved on): (C~, its rewrites);
+        LLM calls pooled. A rule criterion with no responses to move its threshold on is skipped."""
         jobs, out = [], []
         for n, (task, criteria, states, pn, pg, responses) in enumerate(items):
             new, rewrites = list(criteria), []

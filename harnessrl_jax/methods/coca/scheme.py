@@ -103,14 +103,16 @@ class Visit:
 
 class CoCAScheme(Scheme):
     """CoCA's dual groups, calibration, gate and distillation (see the module docstring); `client` is the evolver
-    model's (LLM criteria's rewriter) or None; `workdir` gets coca.jsonl."""
+    model's (LLM criteria's rewriter) or None; `workdir` gets coca.jsonl; `memory` (the run's, or None) holds the
+    task's earlier responses, the ones a rule criterion's threshold is moved on (never the responses it then
+    re-scores)."""
 
     name = "coca"
     writes_prompts = True
     uses_evolver_model = True  # the rewriter of LLM criteria
 
-    def __init__(self, config: CoCAConfig, *, client=None, workdir: str | None = None):
-        self.config, self.workdir = config, workdir
+    def __init__(self, config: CoCAConfig, *, client=None, workdir: str | None = None, memory=None):
+        self.config, self.workdir, self.memory = config, workdir, memory
         self.calibrator = Calibrator(client, length_factor=config.rewrite_length_factor)
         self.guided_template = load_template(config.guided_template)
         self.teacher_template = load_template(config.teacher_template)
@@ -122,7 +124,7 @@ class CoCAScheme(Scheme):
 
     @classmethod
     def build(cls, ctx: PartsContext, *, settings: CoCAConfig):
-        return cls(settings, client=ctx.client, workdir=ctx.workdir)
+        return cls(settings, client=ctx.client, workdir=ctx.workdir, memory=ctx.memory)
 
     @classmethod
     def check(cls, config, *, settings: CoCAConfig) -> list[str]:
@@ -191,7 +193,7 @@ class CoCAScheme(Scheme):
         if cfg.calibrate:
             todo = [n for n in range(T) if {SATURATED, TOO_HARD} & set(states[n])]
             out = self.calibrator.calibrate_many([(v.tasks[n], v.criteria[n], states[n], rates[n][0], rates[n][1],
-                                                   v.normal.responses[n]) for n in todo])
+                                                   self.earlier_responses(v.tasks[n], step)) for n in todo])
             for n, (new, rw) in zip(todo, out):
                 adapted[n], rewrites[n] = list(new), rw
             changed = [(n, [r.index for r in rewrites[n] if r.valid]) for n in todo]
@@ -252,6 +254,15 @@ class CoCAScheme(Scheme):
         self._write_lines(step, v, states, rates, rewrites, rN, rG, gates)
         self.steps_done = step + 1
         return TrainResult(state, train_metrics, adv_metrics, timings, rN)
+
+    def earlier_responses(self, task, step: int) -> tuple[str, ...]:
+        """The task's responses at its latest earlier visit (the memory's time index), where a rule criterion's
+        threshold is chosen: held out from the groups it re-scores, so a rewrite that splits them was not fitted to
+        them. Empty on a first visit or without a memory: its rule criteria then stay as they are this visit."""
+        if self.memory is None:
+            return ()
+        last = self.memory.history(task.id, before_step=step, limit=1)
+        return tuple(last[0].responses) if last else ()
 
     def _student_rows(self, gates, g_n: int, g_g: int, T: int) -> dict[int, list[int]]:
         """Per qualified query, the batch rows distilled into."""
