@@ -116,6 +116,8 @@ def test_every_threshold_in_the_config_reaches_its_part():
     (lambda c: c.harness.update(guidance_band=(30.0, 10.0)), "--config.harness.guidance_band"),
     (lambda c: c.harness.update(loss_context="sideways"), "--config.harness.loss_context"),
     (lambda c: c.tasks.update(sampler="epoch"), "--config.tasks.sampler"),  # harnessrl moves p_t
+    # AMARIS++'s own rule down-weights tasks: a sampler that ignores p_t would drop that silently
+    (lambda c: c.update(method="amaris_pp") or c.tasks.update(sampler="epoch"), "--config.tasks.sampler"),
     (lambda c: c.update(method="no_such_method"), "--config.method"),
     (lambda c: c.update(method="harnessbandit"), "--config.advantage"),  # a flag, not `:method=`: grpo's advantage
     (lambda c: c.judge.update(kind="openai"), "--config.judge.base_url"),
