@@ -1,9 +1,9 @@
-"""The mixed-batch baselines of HarnessBandit (methods.md 2.12) and the rendering every arms method shares.
+"""The mixed-batch baselines of HarnessBandit (HarnessBandit, sec. 5.1) and the rendering every arms method shares.
 
     mixture     each drawn task (a prompt row) takes one of the six arms uniformly, independently of the task, so a
                 batch is uniform over the task x arm rows (the paper's six-harness mixture); one GRPO step
-    mixture2    the same over two arms, `mixture.pair` (AMB-2.4: the paper's OpenClaw + Codex; here 'plain', the
-                arm evaluation trains-arm scores use, and 'structured')
+    mixture2    the same over two arms, `mixture.pair`: 'plain' (the evaluation's training arm) and 'structured'
+                stand in for the paper's OpenClaw + Codex
 
 Each task is rendered under its arm by methods.arms.ArmsGuidance, as HarnessBandit's are (whose sampler picks one
 arm for the whole step). They train with Dr.GRPO's leave-one-out baseline, as HarnessBandit does.
