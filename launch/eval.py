@@ -17,7 +17,7 @@ WORKDIR/checkpoints; 0: the config's initial weights, no checkpoint needed), and
   --ood_samples responses per item, scored by the benchmark's own rule; WritingBench by the configured judge.
 - under harness arms (HarnessBandit, harnessrl_jax.eval.harness_arms), with --arms=plain,persona_roleplay: the
   in-domain tasks under each arm's prompt and rubric: mean score, pass@J and pass^J at --pass_threshold (default
-  config.bandit.pass_threshold, AMB-2.5), in eval.json's "arms" block.
+  config.bandit.pass_threshold, 80 points), in eval.json's "arms" block.
 eval.json (or --out) is written atomically:
 
     {"step", "split", "config", "tasks", "num_samples", "seed_rubric": {"mean", "ci95"}, "oracle": {...},
