@@ -139,7 +139,7 @@ def use_compilation_cache(directory: str) -> None:
     if not directory:
         return
     jax.config.update("jax_compilation_cache_dir", directory)
-    # JAX's default (1 s) keeps only the big programs; the ~50 small ones of a first step still take ~2 s.
+    # JAX's default (1 s) keeps only the big programs; the ~50 small ones of a first step add up to seconds.
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
