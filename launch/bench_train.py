@@ -71,7 +71,7 @@ class JaxUpdate:
                                LossSettings(kl_coef=0.0, clip_low=CLIP, clip_high=CLIP, temperature=TEMPERATURE),
                                schedule=schedule, micro_batches=micro_batches,
                                completion_len=FLAGS.seq - FLAGS.prompt)
-        # {"state": TrainState}, one for every variant given the same dict (see the module docstring)
+        # {"state": TrainState}, one for every variant given the same dict: the process holds one copy of the weights
         self.shared = {} if shared is None else shared
         if "state" not in self.shared:
             self.shared["state"] = self.trainer.init_state(params, jax.random.PRNGKey(0))

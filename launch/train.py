@@ -146,7 +146,7 @@ def use_compilation_cache(directory: str) -> None:
 
 class Startup:
     """Seconds from launch to training, by stage, written to `<workdir>/startup.json` once the first step of this
-    process is done (see the module docstring for the keys)."""
+    process is done (docs/design.md, Measurements, lists the keys)."""
 
     def __init__(self, process_start: float | None):
         self.begun = time.perf_counter()

@@ -62,7 +62,7 @@ def _mean(rows: Sequence[Mapping[str, Any]], key: str) -> float:
 
 def stats_from_records(metrics: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]
                        ) -> dict[str, float]:
-    """A run's statistics (module docstring) from its metrics.jsonl and harness.jsonl records."""
+    """A run's statistics (docs/design.md, Measurements) from its metrics.jsonl and harness.jsonl records."""
     if not metrics:
         return {"steps": 0.0}
     k = max(1, min(3, len(metrics) // 3))

@@ -105,7 +105,8 @@ def within_group_ranges(seeds: Sequence[SeedGroups]) -> np.ndarray:
 
 
 def choose_anchors(seed: SeedGroups, agreement: float = 0.9) -> list[str] | None:
-    """The seed criteria the cold start fixes as anchors (see the module docstring), or None without regradings."""
+    """The seed criteria the cold start fixes as anchors: positive ones whose verdicts agree across the regradings on
+    at least `agreement` of the cells, the top-weighted half at most; None without regradings."""
     if not seed.regradings or not seed.criterion_ids:
         return None
     gradings = np.stack((seed.groups[0], *seed.regradings))  # [G, K, J]
@@ -126,7 +127,7 @@ def _stats(x: np.ndarray, pct: float) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class ColdStart:
-    """The cold start's measurements; `save` / `load` give cold_start.json (schema in the module docstring)."""
+    """The cold start's measurements; `save` / `load` give cold_start.json (its format: docs/design.md)."""
 
     gammas: tuple[float, float, float] = GAMMAS
     bands: Mapping[str, tuple[float, float]] = dataclasses.field(

@@ -211,7 +211,8 @@ class AMARISRule(HarnessRule):
         return actions[: self.config.max_actions], str(obj.get("rationale", "")), why
 
     def rule_revise(self, inp: RuleInput, n: int, analysis, past) -> list[ops.Action]:
-        """The rule reviser (module docstring); every action valid in order on H_t."""
+        """The rule reviser: recurring failures early in training, recurring saturation later; every action valid in
+        order on H_t."""
         c, H, g = self.config, inp.state, inp.draws[n]
         tid = g.task.id
         crits = {x.id: x for x in H.rubric_of(tid)}
