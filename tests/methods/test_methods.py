@@ -47,7 +47,7 @@ def test_every_registered_method_describes_itself_from_the_tiny_config(name):
 
 
 def test_the_contract_paths_resolve_as_written():
-    """DESIGN names functions by dotted path: registering a method must not rebind its module's name in the
+    """The published rules are named by dotted path: registering a method must not rebind its module's name in the
     package (the registry once held `ruscarl`, `sec` and `coca` under the modules' names)."""
     import harnessrl_jax
 
