@@ -53,14 +53,6 @@ ABLATIONS = {
 }
 
 
-def apply_method_defaults(c):
-    """The top-level values config.method's paper fixes beyond its parts (its registration's `defaults`: HarnessBandit
-    and its mixtures train with Dr.GRPO's leave-one-out baseline, 'rloo'); returns the config."""
-    for key, value in methods.lookup(c.method).defaults:
-        c[key] = value
-    return c
-
-
 def apply_ablation(c, name: str):
     """Sets the config.harness switches of ablation `name` (ABLATIONS); returns the config."""
     if name not in ABLATIONS:
@@ -114,6 +106,7 @@ def get_config(arg=None):
     c.judge = settings.as_dict(settings.JudgeSection())
     c.rollout = settings.as_dict(settings.RolloutSection())
     c.checkpoint = settings.as_dict(settings.CheckpointSection())
+    c.eval = settings.as_dict(settings.EvalSection())  # evaluation during training (evals.jsonl)
     # Each method's own settings (harnessrl_jax/methods/<name>.py), as its module registered them.
     for key, cls in sorted(methods.SETTINGS.items()):
         c[key] = settings.as_dict(cls())

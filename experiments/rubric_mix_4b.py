@@ -11,7 +11,8 @@ and judging on SGLang servers.
         --config.model_name=/models/Qwen3.5-4B --config.tasks.path=/data/rubric_mix_10k.jsonl \\
         --config.rollout.base_urls=http://gen0:30000,http://gen1:30000 --config.rollout.weights_dir=/shared/w \\
         --config.judge.base_url=http://judge0:30000/v1,http://judge1:30000/v1 \\
-        --config.memory.embedder=/models/bge-base-en-v1.5 --config.harness.cold_start=$RUN/cold_start.json
+        --config.memory.embedder=/models/bge-base-en-v1.5 --config.harness.cold_start=$RUN/cold_start.json \\
+        --config.eval.heldout=/data/rubric_mix_10k_heldout.jsonl
     python launch/train.py --config=experiments/rubric_mix_4b.py:method=grpo ...         # the GRPO baseline
     python launch/train.py --config=experiments/rubric_mix_4b.py:ablation=no_critic_no_memory ...   # an ablation row
     python launch/train.py --config=experiments/rubric_mix_4b.py:cpu --workdir=/tmp/rm4b  # every setting, on a CPU
@@ -24,6 +25,7 @@ evolver model are SGLang servers of gemma-4-31B-it; third_party/sglang/README.md
 """
 
 from experiments import base
+from harnessrl_jax import methods
 
 
 def get_config(arg=None):
@@ -54,6 +56,10 @@ def get_config(arg=None):
     c.memory.min_cosine = 0.82
     c.memory.calibrated_for = "bge-base-en-v1.5"
     c.checkpoint.update(every=25, max_to_keep=4, async_save=True)
+    # Evaluation every 25 steps (the paper's cadence) on Rubric-Mix's held-out tasks, the best step chosen on a
+    # validation share of them; held-out prompts up to 4,096 tokens (evaluation carries no guidance), J = 4 samples.
+    # The paper's best-OOD pick needs its benchmarks: --config.eval.ood=medqa=PATH,gpqa=PATH,...
+    c.eval.update(every=25, heldout="", max_prompt_len=4096, num_samples=4)
 
     # Rollouts on SGLang servers (one per H100); weights reach them through a shared directory.
     c.rollout.update(engine="sglang", export_dtype="bfloat16", chunk_rows=64, timeout_s=3600.0)
@@ -62,7 +68,7 @@ def get_config(arg=None):
     c.judge.update(kind="openai", model="gemma-4-31b-it", structured_output="json_schema", max_concurrency=512)
     if opts.cpu:
         cpu(c)
-    return base.apply_ablation(base.apply_method_defaults(c), opts.ablation)
+    return base.apply_ablation(methods.apply_defaults(c), opts.ablation)
 
 
 def cpu(c):
@@ -82,6 +88,7 @@ def cpu(c):
     c.mesh.update(data=1, fsdp=-1, tensor=1, num_devices=0)
     c.harness.max_guidance_tokens = 128
     c.checkpoint.update(every=2, max_to_keep=2, async_save=False)
+    c.eval.update(every=2, split="heldout", max_prompt_len=128, num_samples=2)
     c.rollout.engine = "jax"
     # No model server here: rule criteria, the rule proposer and rule-only hacking signals, and the bundled MiniLM
     # with the threshold calibrated for it.

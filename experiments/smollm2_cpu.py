@@ -13,6 +13,7 @@ tasks: `--config.tasks.source=jsonl --config.tasks.path=FILE.jsonl`. Needs the G
 """
 
 from experiments import base
+from harnessrl_jax import methods
 
 
 def get_config(arg=None):
@@ -53,4 +54,4 @@ def get_config(arg=None):
     # comparison's arm can switch to coca without changing the budget)
     c.coca.groups = (c.num_generations // 2, c.num_generations - c.num_generations // 2)
     c.bandit.warmup = 6  # one round-robin pass over the six arms within the 20 steps
-    return base.apply_ablation(base.apply_method_defaults(c), opts.ablation)
+    return base.apply_ablation(methods.apply_defaults(c), opts.ablation)

@@ -14,6 +14,7 @@ within 30 steps (tests/test_train.py holds it to that).
 """
 
 from experiments import base
+from harnessrl_jax import methods
 
 
 def get_config(arg=None):
@@ -53,4 +54,4 @@ def get_config(arg=None):
     # CoCA's rollout budget split evenly between its query-only and rubric-guided groups (for every method, so a
     # comparison's arm can switch to coca without changing the budget)
     c.coca.groups = (c.num_generations // 2, c.num_generations - c.num_generations // 2)
-    return base.apply_ablation(base.apply_method_defaults(c), opts.ablation)
+    return base.apply_ablation(methods.apply_defaults(c), opts.ablation)

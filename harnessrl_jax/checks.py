@@ -17,6 +17,7 @@ import httpx
 
 from harnessrl_jax import build, methods
 from harnessrl_jax.errors import ConfigError
+from harnessrl_jax.eval import ood as ood_lib
 from harnessrl_jax.memory.semantic import embedder_path, model_name
 from harnessrl_jax.methods.parts import check_parts
 from harnessrl_jax.methods.samplers import SAMPLERS
@@ -63,6 +64,8 @@ def check(config) -> list[str]:
                      "(a method whose mechanism is the sampler brings its own)")
     if "memory" in s:
         p += _embedder_problems(s["memory"])
+    if "eval" in s:  # the task source as given, even when the tasks section has a problem of its own
+        p += _eval_problems(s["eval"], str((config.get("tasks") or {}).get("source", "")), int(config.total_steps))
     if "harness" in s and "judge" in s and "evolver_model" in s:
         h, j = s["harness"], s["judge"]
         if (h.proposer == "llm" or h.llm_check) and not build.evolver_url(s["evolver_model"], j):
@@ -75,6 +78,24 @@ def check(config) -> list[str]:
     except (ConfigError, ValueError) as e:
         return p + (e.problems if isinstance(e, ConfigError) else [str(e)])
     return p + methods.check(config) + check_parts(method, config)
+
+
+def _eval_problems(e, source: str, total_steps: int) -> list[str]:
+    """An evaluation during training needs held-out tasks: a file, a bundled set's split, or the training tasks
+    asked for by name; and its OOD benchmarks must be known."""
+    out = []
+    if e.every and not e.heldout and source != "bundled" and e.split not in ("train", ""):
+        out.append(f"--config.eval.heldout is empty: config.eval.every={e.every} evaluates held-out tasks, and a "
+                   f"tasks.source={source!r} has no held-out split of its own (give the held-out task JSONL, or "
+                   f"--config.eval.split=train to evaluate on the training tasks by name)")
+    if e.every > total_steps:
+        out.append(f"--config.eval.every={e.every}: more than total_steps={total_steps}, so only step 0 and the last "
+                   f"would be evaluated")
+    try:
+        ood_lib.parse_specs(e.ood)
+    except ValueError as err:
+        out.append(f"--config.eval.ood={e.ood!r}: {err}")
+    return out
 
 
 def _embedder_problems(m) -> list[str]:
@@ -114,6 +135,11 @@ def needs(config, *, probe: Callable[[str], str | None] | None = None) -> list[s
     tasks, h, m, j, e = (s.get(k) for k in ("tasks", "harness", "memory", "judge", "evolver_model"))
     if tasks is not None and tasks.source == "jsonl" and tasks.path and not os.path.isfile(tasks.path):
         out.append(f"--config.tasks.path={tasks.path}: no such file (a JSONL task file)")
+    ev = s.get("eval")
+    if ev is not None:
+        for key in ("heldout", "validation"):
+            if getattr(ev, key) and not os.path.isfile(getattr(ev, key)):
+                out.append(f"--config.eval.{key}={getattr(ev, key)}: no such file (a JSONL task file)")
     if h is not None and h.cold_start and not os.path.isfile(h.cold_start):
         out.append(f"--config.harness.cold_start={h.cold_start}: no such file (launch/cold_start.py writes it)")
     name = m.embedder_name() if m is not None else None

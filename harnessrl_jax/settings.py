@@ -319,11 +319,44 @@ class CheckpointSection:
         _at_least(self, 0, "min_free_mb")
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvalSection:
+    """config.eval: evaluation of the policy during training (launch/train.py, eval.cadence), at step 0, every
+    `every` steps (the papers' 25; 0: none during training) and at the last step, into <workdir>/evals.jsonl.
+
+    The tasks: `heldout` (a task JSONL file), else split `split` of a bundled set ('train': the training tasks,
+    asked for by name). The best step is chosen on a validation split disjoint from the reported (test) tasks:
+    `validation` (a task JSONL file), else `validation_share` of each domain's held-out tasks (a fixed, seed-free
+    choice by task id). `num_samples` responses per task (0: config.num_generations), sampling seed `seed`, bare
+    prompts of at most `max_prompt_len` tokens (0: config.max_prompt_len; a task over it is counted per domain in
+    `over_budget`, never silently dropped); `ood` (NAME=PATH,...: eval.ood's benchmarks) at each evaluated step,
+    for the paper's own pick (the best OOD checkpoint), `ood_samples` and `ood_max_new_tokens` (0: the in-domain
+    ones)."""
+
+    every: int = 0
+    split: str = "heldout"
+    heldout: str = ""
+    validation: str = ""
+    validation_share: float = 0.2
+    num_samples: int = 0
+    seed: int = 10_000
+    max_prompt_len: int = 0
+    ood: str = ""
+    ood_samples: int = 0
+    ood_max_new_tokens: int = 0
+
+    def __post_init__(self):
+        _at_least(self, 0, "every", "num_samples", "max_prompt_len", "ood_samples", "ood_max_new_tokens")
+        if not 0.0 < self.validation_share < 1.0:
+            raise ValueError(f"validation_share={self.validation_share}: the share of each domain's held-out tasks "
+                             f"kept for choosing the best step must be in (0, 1)")
+
+
 # config key -> the dataclass of that section (a method's own section is registered by its module)
 SECTIONS: dict[str, type] = {
     "model": ModelSection, "tasks": TasksSection, "loss": LossConfig, "optim": OptimConfig, "mesh": MeshSection,
     "harness": HarnessSection, "memory": MemorySection, "evolver_model": EvolverModelSection,
-    "judge": JudgeSection, "rollout": RolloutSection, "checkpoint": CheckpointSection}
+    "judge": JudgeSection, "rollout": RolloutSection, "checkpoint": CheckpointSection, "eval": EvalSection}
 
 
 # ------------------------------------------------------------------------------------------------- building
@@ -388,6 +421,6 @@ def load(spec: str):
     return module.get_config(arg) if arg else module.get_config()
 
 
-__all__ = ["ADVANTAGE_RUBRICS", "CheckpointSection", "LOSS_CONTEXTS", "ENV_NAME", "EvolverModelSection", "HarnessSection", "JUDGE_KINDS", "JudgeSection",
-           "MemorySection", "MeshSection", "ModelSection", "RolloutSection", "SECTIONS", "TasksSection", "as_dict",
+__all__ = ["ADVANTAGE_RUBRICS", "CheckpointSection", "LOSS_CONTEXTS", "ENV_NAME", "EvalSection", "EvolverModelSection",
+           "HarnessSection", "JUDGE_KINDS", "JudgeSection", "MemorySection", "MeshSection", "ModelSection", "RolloutSection", "SECTIONS", "TasksSection", "as_dict",
            "load", "section", "typed"]

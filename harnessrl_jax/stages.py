@@ -172,10 +172,11 @@ def score_responses(judge: Judge, tasks: Sequence[Task], responses: Sequence[Seq
 def oracle_metrics(tasks: Sequence[Task], responses: Sequence[Sequence[str]], rewards: np.ndarray,
                    S: Sequence[np.ndarray] | None = None, points: Sequence[np.ndarray] | None = None
                    ) -> dict[str, float]:
-    """oracle/score_mean and the reward-oracle pair classes over every pair of every group (eval.agreement):
-    shares (`oracle/pair_*`, `oracle/agreement` over all pairs, `oracle/agreement_separated`) and the counts
-    (`oracle/count/*`, summed over a window of steps by eval.tables). With the groups' S and points, also the
-    oracle-referenced criterion classes of every method (`taxonomy/*`, the paper's Fig. 3)."""
+    """The rule stand-in of the oracle (the tasks' rule `oracle_rubrics`, for CPU runs; the pairwise oracle judges
+    the recorded groups after training, eval.oracle_run): oracle/score_mean and the reward-oracle pair classes over
+    every pair of every group (eval.agreement): shares (`oracle/pair_*`, `oracle/agreement` over all pairs,
+    `oracle/agreement_separated`) and the counts (`oracle/count/*`, summed over a window of steps by eval.tables).
+    With the groups' S and points, also the oracle-referenced criterion classes (`taxonomy/*`)."""
     oracle = rule_oracle_scores(tasks, responses)
     counts = agreement.total_counts(agreement.group_counts(r, o) for r, o in zip(rewards, oracle))
     valid = oracle[~np.isnan(oracle)]
@@ -184,7 +185,8 @@ def oracle_metrics(tasks: Sequence[Task], responses: Sequence[Sequence[str]], re
     out.update({f"oracle/count/{k}": float(v) for k, v in counts.items()})
     if S is not None and points is not None:
         out.update(agreement.criterion_metrics(agreement.total_counts(
-            agreement.criterion_counts(p, s, o) for p, s, o in zip(points, S, oracle))))
+            agreement.criterion_counts(p, s, agreement.pairwise_from_scores(o))
+            for p, s, o in zip(points, S, oracle))))
     return out
 
 

@@ -53,7 +53,7 @@ def evaluate_policy(config, workdir: str, arms, step: int | None) -> dict:
     run = build.setup(config)
     try:
         restore_policy(run, workdir, step)
-        tasks = eval_tasks(run, FLAGS.eval_split, FLAGS.heldout)
+        tasks, _ = eval_tasks(run, FLAGS.eval_split, FLAGS.heldout)
         return {a: evaluate_arm(run, tasks, a, num_samples=FLAGS.num_samples, seed=FLAGS.eval_seed,
                                 threshold=threshold) for a in arms}
     finally:
@@ -63,7 +63,6 @@ def evaluate_policy(config, workdir: str, arms, step: int | None) -> dict:
 def main(argv):
     del argv
     import launch.train as train
-    from experiments import base
     from harnessrl_jax import methods
     from harnessrl_jax.eval import bandit_tables, tables
 
@@ -76,7 +75,7 @@ def main(argv):
             config = copy.deepcopy(FLAGS.base_config)
             with config.unlocked():
                 config.method, config.seed = method, seed
-                base.apply_method_defaults(config)
+                methods.apply_defaults(config)
             workdir = os.path.join(FLAGS.out, f"{method}-s{seed}")
             path = os.path.join(workdir, bandit_tables.ARMS_EVAL)
             if not os.path.isfile(path):

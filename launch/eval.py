@@ -11,8 +11,9 @@ without --heldout is an error, never the training set in disguise), OOD (harness
 and under harness arms (harnessrl_jax.eval.harness_arms, --arms=plain,persona_roleplay: mean, pass@J and pass^J at
 --pass_threshold, default config.bandit.pass_threshold). eval.json (or --out) is written atomically:
 
-    {"step", "split", "config", "tasks", "num_samples", "seed_rubric": {"mean", "ci95"}, "oracle": {...},
-     "per_domain": {...}, "taxonomy": {...}, "taxonomy_counts", "per_task", "response_tokens_mean", "seconds",
+    {"step", "split", "config", "tasks", "num_samples", "macro": {"seed_rubric", "oracle"} (the mean of the domain
+     means), "seed_rubric": {"mean", "ci95"} (over tasks), "oracle": {...}, "over_budget": {domain: tasks not
+     evaluated, their prompt over max_prompt_len}, "per_domain": {...}, "taxonomy": {...}, "taxonomy_counts", "per_task", "response_tokens_mean", "seconds",
      "ood": {NAME: {"score", <sub-scores>, "items", "num_samples", "path", "per_item", ...}, "aggregate"}}
 """
 
@@ -80,7 +81,7 @@ def run_eval(config, workdir: str, *, step: int | None = None, split: str = "hel
         step = restore_policy(run, workdir, step)
         result = label = arm_blocks = None
         if split != "none":
-            tasks = eval_tasks(run, split, heldout)
+            tasks, over_budget = eval_tasks(run, split, heldout)
             label = split_label(config, split, heldout)
             logging.info("evaluating step %d on %d tasks x %d samples (%s)", step, len(tasks), n, label)
             result = evaluate(run, tasks, num_samples=n, seed=seed, progress=logging.info)
@@ -96,6 +97,8 @@ def run_eval(config, workdir: str, *, step: int | None = None, split: str = "hel
         if judge is not None:
             judge.close()
     extra = {"ood": ood_block} if ood_block is not None else {}
+    if result is not None:
+        extra["over_budget"] = over_budget  # per domain, tasks whose prompt is over max_prompt_len: not evaluated
     if arm_blocks:
         extra["arms"] = arm_blocks
     if result is not None:
@@ -127,7 +130,11 @@ def main(argv):
     if "seed_rubric" in s:
         print(f"step {s['step']}, {s['tasks']} tasks x {s['num_samples']} samples ({s['split']})")
         print(f"{'':<22}{'seed rubric':>24}{'oracle':>24}")
-        print(f"{'all':<22}{fmt(s['seed_rubric']):>24}{fmt(s['oracle']):>24}")
+        print(f"{'all (tasks)':<22}{fmt(s['seed_rubric']):>24}{fmt(s['oracle']):>24}")
+        macro = {k: "n/a" if v is None else f"{v:.1f}" for k, v in s["macro"].items()}
+        print(f"{'macro (domains)':<22}{macro['seed_rubric']:>24}{macro['oracle']:>24}")
+        if s.get("over_budget"):
+            print(f"not evaluated, prompt over {FLAGS.config.max_prompt_len} tokens: {s['over_budget']}")
         for d, r in s["per_domain"].items():
             print(f"{d:<22}{fmt(r['seed_rubric']):>24}{fmt(r['oracle']):>24}")
         print("criteria: " + ", ".join(f"{k} {v:.1%}" for k, v in s["taxonomy"].items() if v is not None))

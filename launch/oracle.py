@@ -35,7 +35,7 @@ flags.DEFINE_string("base_url", "", "Server URL (OpenAI-compatible: with /v1; An
 flags.DEFINE_string("api_key_env", "", "Environment variable holding the API key (default: ANTHROPIC_API_KEY for "
                     "Anthropic, none for an OpenAI-compatible server).")
 flags.DEFINE_string("structured_output", "", "The client's structured-output mode (default: its own).")
-flags.DEFINE_string("steps", "", "Steps to judge: 'a-b' or a comma list (default: every recorded step).")
+flags.DEFINE_string("steps", "", "Steps to judge: 'a-b', a comma list or 'last:N' (default: every recorded step).")
 flags.DEFINE_enum("anchors", "seed", ["seed", "first_draw", "none"], "Anchor responses of the oracle score.")
 flags.DEFINE_integer("max_workers", 8, "Calls in flight at once.")
 flags.DEFINE_float("timeout_s", 120.0, "Per-request timeout.")
@@ -48,21 +48,10 @@ flags.mark_flags_as_required(["workdir"])
 FLAGS = flags.FLAGS
 
 
-def parse_steps(text: str) -> list[int] | None:
-    """'476-500' or '1,5,9' -> the steps; '' -> None (all)."""
-    if not text:
-        return None
-    out = []
-    for part in text.split(","):
-        a, dash, b = part.partition("-")
-        out += list(range(int(a), int(b) + 1)) if dash else [int(a)]
-    return out
-
-
 def main(argv):
     del argv
     from harnessrl_jax.eval import oracle as lib
-    from harnessrl_jax.eval.oracle_run import oracle_run
+    from harnessrl_jax.eval.oracle_run import oracle_run, parse_steps, recorded_steps
 
     settings = {"timeout_s": FLAGS.timeout_s}
     if FLAGS.api_key_env:
@@ -74,8 +63,9 @@ def main(argv):
     oracle = lib.PairwiseOracle(client, store, max_workers=FLAGS.max_workers)
     outage = failures.OutagePolicy(FLAGS.max_failed_fraction, FLAGS.outage_pause_s, FLAGS.outage_retries, "--")
     try:
-        summary = oracle_run(FLAGS.workdir, oracle, steps=parse_steps(FLAGS.steps), anchors=FLAGS.anchors,
-                                 progress=logging.info, outage=outage)
+        steps = parse_steps(FLAGS.steps, recorded_steps(FLAGS.workdir) if FLAGS.steps.startswith("last:") else ())
+        summary = oracle_run(FLAGS.workdir, oracle, steps=steps, anchors=FLAGS.anchors, progress=logging.info,
+                             outage=outage)
     except failures.ModelOutage as e:
         raise UserError(f"{e}. The answered calls are kept in {store}: once the server answers again, rerun the "
                         f"same command to go on from there") from None

@@ -4,7 +4,8 @@
 
 The config is checked before any model loads (harnessrl_jax.checks: each problem with the flag that fixes it).
 Writes under DIR `config.json`, `metrics.jsonl` (one line per step: metrics, time by stage, `process/peak_rss_gb`),
-`harness.jsonl` (every candidate the evolver measured), `checkpoints/` (orbax; harness, sampler and memory positions
+`harness.jsonl` (every candidate the evolver measured), `evals.jsonl` (with config.eval.every > 0: the policy on the
+validation and test tasks at step 0, every eval.every steps and the last; harnessrl_jax.eval.cadence), `checkpoints/` (orbax; harness, sampler and memory positions
 in `extra`), `memory/`, `startup.json` (seconds from launch to training, by stage: docs/design.md, Measurements) and
 at the end `report.html`. Restarted in its workdir it resumes exactly; a damaged newest checkpoint is set aside
 (--on_damaged_checkpoint), --restore_step=N resumes from N, and a server that stays down stops the run with a
@@ -224,6 +225,7 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
     import sqlite3
 
     from harnessrl_jax import build, checks, methods, stages
+    from harnessrl_jax.eval import cadence
     from harnessrl_jax.memory import semantic
     from harnessrl_jax.rl.checkpoint import Checkpointer
     from harnessrl_jax.rl.step import to_host
@@ -274,6 +276,19 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
         with open(os.path.join(workdir, "config.json"), "w") as f:
             f.write(config.to_json_best_effort(indent=2))
     progress = Progress(start, config.total_steps, harness=not method.frozen)
+    evaluation = section(config, "eval")
+    if evaluation.every:  # the validation and test tasks, once; the policy the loop starts from (step 0: the seed
+        # policy; a resumed run's checkpoint, evaluated again in case the stopped run had not)
+        eval_sets, eval_judge = cadence.eval_sets(run), cadence.ood_judge(config)
+        eval_log = cadence.EvalLog(workdir, keep_through=start - 1) if jax.process_index() == 0 else None
+
+        def evaluate(step: int) -> None:
+            lines = cadence.evaluate_step(run, eval_sets, step, judge=eval_judge, progress=logging.info)
+            if eval_log is not None:
+                eval_log.write(lines)
+
+        if cadence.due(start, evaluation.every, config.total_steps):
+            evaluate(start)
     startup.loop_starts()
     if start >= end:
         startup.write(workdir, start, None)
@@ -306,12 +321,18 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
         if (step + 1) % ckpt.save_every == 0 or step + 1 == end:
             ckpt.save(step + 1, state, stepper.extra(), force=True)
             saved = step + 1
+
+        # --- evaluation (the engine holds the weights of step + 1; its time is not the step's)
+        if cadence.due(step + 1, evaluation.every, config.total_steps):
+            evaluate(step + 1)
     if saved != end:
         ckpt.save(end, state, stepper.extra(), force=True)
     ckpt.wait()
     ckpt.close()
     stepper.close()
     run.close()
+    if evaluation.every and eval_judge is not None:
+        eval_judge.close()
     if jax.process_index() == 0 and config.report:
         from launch import report  # matplotlib is imported only here
 

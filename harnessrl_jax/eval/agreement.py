@@ -22,6 +22,7 @@ from harnessrl_jax.rubric.reward import satisfied
 
 PAIR_CLASSES = ("agree", "reward_tie", "wrong_direction", "oracle_tie")
 TIE_SPLIT = 50.0  # a reward tie below this many points counts as blind, at or above as saturated
+END_WINDOW = 25  # "at the end of training": the last 25 steps' groups
 
 
 def pairwise_from_scores(scores) -> np.ndarray:
@@ -85,33 +86,42 @@ def agreement_metrics(counts: Mapping[str, int], prefix: str = "oracle/") -> dic
 CRITERION_CLASSES = ("blind", "saturated", "spurious", "agree")
 
 
-def criterion_counts(points, S, oracle_scores) -> dict[str, int]:
+def criterion_counts(points, S, oracle_pairs) -> dict[str, int]:
     """One group's criteria by class, the same way for every method (referenced to the oracle, since only it is
-    there for every arm): `blind` no rollout achieves it, `saturated` every rollout does;
-    a criterion that splits the group is `agree` when the achieving side's mean oracle score exceeds the other
-    side's, `spurious` otherwise. Achievement is polarity-aware (a pitfall is achieved by avoiding it); cells
-    without a verdict are left out; `unjudged` counts criteria with none, `no_oracle` split criteria whose sides
-    have no oracle score."""
+    there for every arm): `blind` no rollout achieves it, `saturated` every rollout does; a criterion that splits
+    the group is compared with the oracle's preferences over the pairs it separates, (i achieves it, j does not):
+    `agree` when the oracle prefers the achieving side on balance (mean o_ij > 0), `spurious` otherwise.
 
+    oracle_pairs: [J, J] antisymmetric o_ij in {-1, 0, +1} (NaN: no verdict; `pairwise_from_scores` turns
+    per-rollout scores into it). Achievement is polarity-aware (a pitfall is achieved by avoiding it); cells without
+    a verdict are left out. `unjudged` counts criteria with no verdict; `no_oracle` criteria the oracle cannot
+    class: split ones none of whose separated pairs has a verdict, and every criterion of a group the oracle did
+    not judge at all (so a group without the oracle shifts no share, blind and saturated included)."""
     S = np.asarray(S, np.float64)
-    o = np.asarray(oracle_scores, np.float64)
+    o = np.asarray(oracle_pairs, np.float64)
+    J = S.shape[1] if S.ndim == 2 else 0
+    if o.shape != (J, J):
+        raise ValueError(f"oracle_pairs has shape {o.shape}, expected {(J, J)} for {J} rollouts")
     out = dict.fromkeys(CRITERION_CLASSES + ("unjudged", "no_oracle"), 0)
+    judged = np.isfinite(o[~np.eye(J, dtype=bool)]).any()
     for k, p in enumerate(np.asarray(points, np.float64)):
         a = satisfied(S[k], float(p))
         ok = np.isfinite(a)
-        if not ok.any():
+        if not ok.any() or not np.isfinite(p):  # no verdict, or no weight to orient it by
             out["unjudged"] += 1
+        elif not judged:
+            out["no_oracle"] += 1
         elif np.all(a[ok] == 0):
             out["blind"] += 1
         elif np.all(a[ok] == 1):
             out["saturated"] += 1
         else:
-            met, miss = o[ok & (a == 1)], o[ok & (a == 0)]
-            met, miss = met[np.isfinite(met)], miss[np.isfinite(miss)]
-            if not met.size or not miss.size:
+            prefs = o[np.ix_(ok & (a == 1), ok & (a == 0))]
+            prefs = prefs[np.isfinite(prefs)]
+            if not prefs.size:
                 out["no_oracle"] += 1
             else:
-                out["agree" if met.mean() > miss.mean() else "spurious"] += 1
+                out["agree" if prefs.mean() > 0 else "spurious"] += 1
     return out
 
 def criterion_metrics(counts: Mapping[str, int], prefix: str = "taxonomy/") -> dict[str, float]:

@@ -22,7 +22,7 @@ from scipy import stats as scipy_stats
 from harnessrl_jax import methods
 from harnessrl_jax.eval.stats import (macro_mean, paired_bootstrap_grid, paired_permutation, run_level_test, seed_sd,
                                       sign_flip_seeds)
-from harnessrl_jax.eval.tables import END_WINDOW, read_jsonl
+from harnessrl_jax.eval.tables import END_WINDOW, oracle_record, oracle_window, read_jsonl
 from harnessrl_jax.settings import section
 
 # The rows of the paper's tables, by arm name (launch/compare.py's PAPER_ARMS), with the paper's labels.
@@ -37,7 +37,13 @@ LABELS = {"grpo": "GRPO", "ruscarl": "RuscaRL", "skillrl": "SkillRL", "evorubric
           "harnessrl_sec_sampling": "sampling <- SEC", "harnessrl_ruscarl_guidance": "guidance <- RuscaRL",
           "harnessrl_evorubric_rubric": "rubric <- EvoRubric"}
 CLASSES = ("blind", "saturated", "spurious", "agree")
-PICKS = ("final", "best")
+# The checkpoint each score is read at: the last step; the best step chosen on the validation split (never on the
+# reported tasks, step 0 excluded); the latest evaluated step within the equal-compute budget. The paper's own pick,
+# its best OOD step, is reported without intervals: it is chosen on the scores it is read beside.
+PICKS = ("final", "best", "equal_compute")
+PAPER_PICK = "paper"
+PICK_LABELS = {"final": "final step", "best": "best step on validation", "equal_compute": "equal compute",
+               PAPER_PICK: "the paper's pick: best OOD step (optimistic, no intervals)"}
 METRICS = ("seed_rubric", "oracle")
 
 
@@ -52,14 +58,50 @@ def _seeds(compare, arm) -> list[str]:
     return sorted(compare["per_step"][arm], key=int)
 
 
+# ------------------------------------------------------------------------------------------ the checkpoints
+
+def cumulative_hours(metrics: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+    """{step: training hours through that step} from a run's metrics.jsonl (time/step summed; step 0: 0)."""
+    out, total = {0: 0.0}, 0.0
+    for m in sorted(metrics, key=lambda m: m["step"]):
+        v = m.get("time/step")
+        total += float(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0
+        out[int(m["step"])] = total / 3600.0
+    return out
+
+
+def _argmax(values: Mapping[str, Any]) -> int | None:
+    """The step of the highest finite value among steps > 0, the earliest of ties; None without one."""
+    ok = [(int(k), float(v)) for k, v in values.items() if int(k) > 0 and v is not None and math.isfinite(v)]
+    return min(ok, key=lambda kv: (-kv[1], kv[0]))[0] if ok else None
+
+
+def choose_steps(validation: Mapping[str, Any], ood: Mapping[str, Any], hours: Mapping[str, float],
+                 budget_hours: float | None) -> dict[str, int | None]:
+    """A run's checkpoints, from its evaluated steps' validation macro scores, OOD aggregates and cumulative
+    training hours ({step: value}, keys str or int): `final` (the last), `best` (the highest validation score,
+    step 0 excluded; the final step when no other step has one), `paper` (the highest OOD aggregate, step 0
+    excluded; None without OOD scores), `equal_compute` (the latest whose hours are within `budget_hours`; None
+    without a budget)."""
+    steps = sorted(int(k) for k in validation)
+    final = steps[-1]
+    best = _argmax(validation)
+    within = [s for s in steps if float(hours.get(str(s), hours.get(s, math.inf))) <= budget_hours + 1e-12] \
+        if budget_hours is not None else []
+    return {"final": final, "best": final if best is None else best, PAPER_PICK: _argmax(ood),
+            "equal_compute": max(within) if within else None}
+
+
 def score_grid(compare: Mapping[str, Any], arm: str, pick: str = "final", metric: str = "seed_rubric"
                ) -> np.ndarray:
-    """[items, seeds] per-task scores of an arm at its final checkpoint (or its best, per seed)."""
+    """[items, seeds] per-task test scores of an arm at the step `pick` chose in each seed's run."""
     cols = []
-    for n, seed in enumerate(_seeds(compare, arm)):
+    for seed in _seeds(compare, arm):
         steps = compare["per_step"][arm][seed]
-        step = max(steps, key=int) if pick == "final" else str(compare["steps_to_best"][arm][n])
-        cols.append(np.asarray(steps[step][metric], np.float64))
+        step = compare["picks"][arm][seed][pick]
+        if step is None:
+            return np.full((len(compare["tasks"]["domains"]), len(_seeds(compare, arm))), np.nan)
+        cols.append(np.asarray(steps[str(step)][metric], np.float64))
     return np.stack(cols, axis=1)
 
 
@@ -72,17 +114,21 @@ def arm_stats(compare: Mapping[str, Any], *, reference: str, n_boot: int = 10_00
     domain, `n_boot` resamples) and `p_cells` (sign-flip over (item, seed) pairs, `n_perm` permutations)."""
     domains = np.asarray(compare["tasks"]["domains"])
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for pick in PICKS:
+    for pick in PICKS + (PAPER_PICK,):
         for metric in METRICS:
             ref = score_grid(compare, reference, pick, metric)
             block = {}
             for arm in compare["per_step"]:
                 g = score_grid(compare, arm, pick, metric)
-                row: dict[str, Any] = {
-                    "macro": _num(macro_mean(g, domains)),
-                    "per_domain": {d: _num(np.nanmean(g[domains == d])) for d in dict.fromkeys(domains.tolist())},
-                    "seed_sd": _num(seed_sd(g, domains)), "seeds": int(g.shape[1])}
-                if arm != reference and g.shape == ref.shape:
+                with np.errstate(all="ignore"):
+                    per_domain = {d: _num(np.nanmean(g[domains == d])) if np.isfinite(g[domains == d]).any()
+                                  else None for d in dict.fromkeys(domains.tolist())}
+                row: dict[str, Any] = {"macro": _num(macro_mean(g, domains)), "per_domain": per_domain,
+                                       "seed_sd": _num(seed_sd(g, domains)), "seeds": int(g.shape[1])}
+                if pick == PAPER_PICK:  # chosen on the scores it is read beside: no interval
+                    if arm != reference and g.shape == ref.shape:
+                        row["diff"] = _num(macro_mean(g, domains) - macro_mean(ref, domains))
+                elif arm != reference and g.shape == ref.shape:
                     diff, lo, hi, p = run_level_test(ref, g, domains, seed=seed)
                     _, cell_lo, cell_hi = paired_bootstrap_grid(ref, g, domains, n_boot, seed=seed)
                     row.update(diff=_num(diff), ci95_runs=[_num(lo), _num(hi)], p_runs=_num(p),
@@ -104,10 +150,16 @@ def _fmt(x, digits: int = 1) -> str:
 
 def main_rows(compare: Mapping[str, Any], arms: Sequence[str] | None = None, *, pick: str = "final",
               metric: str = "seed_rubric") -> list[dict[str, Any]]:
-    """One row per arm present (in `arms` order): the held-out score per domain, the macro aggregate, the seed SD,
-    the margin against compare's reference arm with its 95% interval and p counting runs, then the paper's
-    cell-level interval and p, labelled as such. An arm whose model-written part ran its rule fallback is labelled
-    "(rule fallback)": the row measures that fallback, not the paper's component."""
+    """One row per arm present (in `arms` order): the held-out (test) score per domain at the `pick` checkpoint
+    (PICKS, or PAPER_PICK), the macro aggregate, the seed SD, the margin against compare's reference arm with its
+    95% interval and p counting runs, then the paper's cell-level interval and p, labelled as such (the paper's own
+    pick: the margin only). An arm whose model-written part ran its rule fallback is labelled "(rule fallback)": the
+    row measures that fallback, not the paper's component. `metric='oracle'` is the rule stand-in's held-out score
+    (the tasks' rule oracle_rubrics; NaN for tasks without)."""
+    if f"{pick}/{metric}" not in compare["stats"]:
+        raise ValueError(f"compare stats have no {pick}/{metric}: the compare.json predates the checkpoint picks "
+                         f"{PICKS + (PAPER_PICK,)}; run launch/compare.py again on the same --out (it reads the saved "
+                         f"scores and trains nothing)")
     stats = compare["stats"][f"{pick}/{metric}"]
     ref = compare["reference"]
     vs = f"vs {LABELS.get(ref, ref)}"
@@ -115,12 +167,13 @@ def main_rows(compare: Mapping[str, Any], arms: Sequence[str] | None = None, *, 
     rows = []
     for arm in arms:
         s = stats[arm]
-        fallback = (compare.get("arms", {}).get(arm) or {}).get("rule_fallback")
-        row: dict[str, Any] = {"arm": LABELS.get(arm, arm) + (" (rule fallback)" if fallback else "")}
+        row: dict[str, Any] = {"arm": arm_label(compare, arm)}
         row.update({d: _fmt(v) for d, v in s["per_domain"].items()})
         row["macro"] = _fmt(s["macro"])
         row["seed SD"] = _fmt(s["seed_sd"], 2)
-        if arm == ref:
+        if pick == PAPER_PICK:
+            row[f"{vs} (no interval)"] = "(reference)" if arm == ref else _fmt(s.get("diff"))
+        elif arm == ref:
             row.update({f"{vs} [95% CI, runs]": "(reference)", "p (runs)": "",
                         "[95% CI] (cells, paper)": "", "p (cells, paper)": ""})
         elif "diff" in s:
@@ -136,6 +189,42 @@ def main_rows(compare: Mapping[str, Any], arms: Sequence[str] | None = None, *, 
                         "p (cells, paper)": _fmt(s["p_cells"], 4)})
         rows.append(row)
     return rows
+
+
+def arm_label(compare: Mapping[str, Any], arm: str) -> str:
+    """The paper's label of an arm, marked "(rule fallback)" when a part its paper runs with a model ran the rule."""
+    fallback = (compare.get("arms", {}).get(arm) or {}).get("rule_fallback")
+    return LABELS.get(arm, arm) + (" (rule fallback)" if fallback else "")
+
+
+def time_rows(compare: Mapping[str, Any], arms: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Per arm: steps and training hours to the best step on validation (mean [min, max] over seeds, and the steps
+    by seed), the equal-compute step (the latest evaluated within compare's `equal_compute_hours`) with its macro
+    test score, and the final and best-step macro test scores."""
+    stats = compare["stats"]
+    budget = compare.get("equal_compute_hours")
+    rows = []
+    for arm in [a for a in (arms or list(compare["picks"])) if a in compare["picks"]]:
+        picks, hours = compare["picks"][arm], compare["hours"][arm]
+        seeds = sorted(picks, key=int)
+        best = [picks[s]["best"] for s in seeds]
+        best_h = [float(hours[s][str(b)]) for s, b in zip(seeds, best)]
+        equal = [picks[s]["equal_compute"] for s in seeds]
+        rows.append({"arm": arm_label(compare, arm),
+                     "steps to best": f"{_spread(best)} (by seed {dict(zip(map(int, seeds), best))})",
+                     "hours to best": _spread(best_h, 3),
+                     f"equal-compute step ({_fmt(budget, 2)} h)": _spread(equal),
+                     "equal-compute macro": _fmt(stats["equal_compute/seed_rubric"][arm]["macro"]),
+                     "best-step macro": _fmt(stats["best/seed_rubric"][arm]["macro"]),
+                     "final macro": _fmt(stats["final/seed_rubric"][arm]["macro"])})
+    return rows
+
+
+def _spread(values: Sequence[float | None], digits: int = 0) -> str:
+    v = [float(x) for x in values if x is not None]
+    if not v:
+        return "n/a"
+    return f"{np.mean(v):.{digits}f} [{min(v):.{digits}f}, {max(v):.{digits}f}]"
 
 
 def seeds_note(compare: Mapping[str, Any]) -> str:
@@ -154,33 +243,39 @@ def seeds_note(compare: Mapping[str, Any]) -> str:
 
 # ------------------------------------------------------------------------------------------ failure shares
 
-def failure_shares(workdir: str, *, source: str = "oracle", window: int = END_WINDOW) -> dict[str, float]:
-    """A run's criterion classes over its last `window` steps' groups, as shares of the classified criteria:
-    `oracle` -- the oracle-referenced classes every arm logs (taxonomy/count/*); `attributor` -- the
-    attributor's labels (attribution/frac_* weighted by attribution/criteria)."""
-    metrics = read_jsonl(os.path.join(workdir, "metrics.jsonl"))[-window:]
+def failure_shares(workdir: str, *, source: str = "oracle", window: int = END_WINDOW) -> dict[str, Any]:
+    """A run's criterion classes over its last `window` steps' groups, as shares of the classified criteria, and
+    `oracle`, where they come from: source 'oracle' -- the oracle-referenced classes (tables.oracle_record: the
+    pairwise oracle's oracle.jsonl when it judged the run, else the rule stand-in the loop logs, else none: NaN
+    shares); 'attributor' -- the attributor's labels (attribution/frac_* weighted by attribution/criteria)."""
     counts = dict.fromkeys(CLASSES, 0.0)
-    for m in metrics:
-        for c in CLASSES:
-            if source == "oracle":
-                counts[c] += float(m.get(f"taxonomy/count/{c}", 0.0))
-            else:
+    if source == "oracle":
+        label, steps = oracle_record(workdir)
+        for st in oracle_window(steps, window):
+            for c in CLASSES:
+                counts[c] += float(st["criteria"].get(c, 0))
+    else:
+        label = "attributor"
+        for m in read_jsonl(os.path.join(workdir, "metrics.jsonl"))[-window:]:
+            for c in CLASSES:
                 v = m.get(f"attribution/frac_{c}")
                 if isinstance(v, (int, float)) and math.isfinite(v):
                     counts[c] += v * float(m.get("attribution/criteria", 0.0))
     n = sum(counts.values())
-    return {c: counts[c] / n if n else math.nan for c in CLASSES}
+    return {**{c: counts[c] / n if n else math.nan for c in CLASSES}, "oracle": label or "none"}
 
 
 def failure_rows(runs: Mapping[str, Sequence[str]], *, source: str = "oracle", window: int = END_WINDOW
                  ) -> list[dict[str, Any]]:
-    """Per arm (mean over its runs) the share of each class at the end of training (Fig. 3)."""
+    """Per arm (mean over its runs) the share of each class at the end of training (Fig. 3), and the oracle its
+    runs had (a table on the rule stand-in says so; 'none': no oracle data, n/a)."""
     rows = []
     for arm, dirs in runs.items():
         shares = [failure_shares(d, source=source, window=window) for d in dirs]
         rows.append({"arm": LABELS.get(arm, arm), **{c: _fmt(100 * float(np.nanmean([s[c] for s in shares])))
                                                      if any(math.isfinite(s[c]) for s in shares) else "n/a"
-                                                     for c in CLASSES}})
+                                                     for c in CLASSES},
+                     "oracle": ", ".join(sorted({s["oracle"] for s in shares}))})
     return rows
 
 
@@ -204,13 +299,14 @@ def failure_spearman(runs: Mapping[str, Sequence[str]], compare: Mapping[str, An
     from scipy.stats import spearmanr
 
     scores = run_scores(compare, metric=metric)
-    shares, held = {c: [] for c in CLASSES}, []
+    shares, held, sources = {c: [] for c in CLASSES}, [], set()
     for arm, dirs in runs.items():
         for d in dirs:
             seed = int(os.path.basename(d).rsplit("-s", 1)[1])
             if (arm, seed) not in scores:
                 continue
             s = failure_shares(d, source=source, window=window)
+            sources.add(s["oracle"])
             held.append(scores[(arm, seed)])
             for c in CLASSES:
                 shares[c].append(s[c])
@@ -220,5 +316,6 @@ def failure_spearman(runs: Mapping[str, Sequence[str]], compare: Mapping[str, An
         ok = np.isfinite(x) & np.isfinite(y)
         rho = spearmanr(x[ok], y[ok]).statistic if ok.sum() > 2 and np.ptp(x[ok]) and np.ptp(y[ok]) else math.nan
         rows.append({"class": c, "rho(share, held-out)": _fmt(_num(rho), 2),
-                     "rho(1 - share, held-out)": _fmt(_num(-rho), 2), "runs": int(ok.sum())})
+                     "rho(1 - share, held-out)": _fmt(_num(-rho), 2), "runs": int(ok.sum()),
+                     "oracle": ", ".join(sorted(sources))})
     return rows

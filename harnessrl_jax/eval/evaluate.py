@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import time
 from typing import Any, Sequence
@@ -24,7 +25,8 @@ import numpy as np
 
 from harnessrl_jax import build
 from harnessrl_jax.eval.oracle import rule_oracle_scores
-from harnessrl_jax.eval.stats import bootstrap_mean
+from harnessrl_jax.eval.stats import bootstrap_mean, macro_mean
+from harnessrl_jax.harness.render import render_prompt
 from harnessrl_jax.rl.checkpoint import Checkpointer
 from harnessrl_jax.rubric.reward import satisfied
 from harnessrl_jax.rubric.schema import Task
@@ -46,6 +48,10 @@ class EvalResult:
     response_tokens: float  # mean generated tokens per response
     seconds: float
 
+    def macro(self, name: str = "seed_rubric") -> float:
+        """The mean of the domain means of a score (the papers' aggregate); NaN without a finite score."""
+        return macro_mean(getattr(self, name), np.asarray(self.domains))
+
     def summary(self, *, bootstrap: int = 2000) -> dict[str, Any]:
         """Means with 95% bootstrap intervals over tasks, per domain and overall; per-task scores; taxonomy shares."""
         def scores(mask):
@@ -58,6 +64,7 @@ class EvalResult:
         domains = sorted(set(self.domains))
         total = sum(self.taxonomy.values())
         return {"tasks": len(self.task_ids), "num_samples": self.num_samples,
+                "macro": {name: _num(self.macro(name)) for name in ("seed_rubric", "oracle")},
                 **scores(np.ones(len(self.task_ids), bool)),
                 "per_domain": {d: {"tasks": int(sum(x == d for x in self.domains)),
                                    **scores(np.array([x == d for x in self.domains]))} for d in domains},
@@ -129,11 +136,13 @@ def save_eval(path: str, result: EvalResult, *, step: int, split: str, model: st
     return summary
 
 
-def eval_tasks(run, split: str = "heldout", path: str = "") -> list[Task]:
-    """The tasks to evaluate for `run`: the held-out JSONL file `path`; else split `split` of a bundled set; else,
-    for split 'train' (or ''), the config's own training tasks. Any other split of a source without one (a task
-    file, the toy tasks) is a ValueError: a held-out score is never computed on the training set by default. Tasks
-    whose bare prompt exceeds max_prompt_len are left out, as in training."""
+def eval_tasks(run, split: str = "heldout", path: str = "", *, max_prompt_len: int | None = None
+               ) -> tuple[list[Task], dict[str, int]]:
+    """The tasks to evaluate for `run` and, per domain, how many were left out because their bare prompt exceeds
+    `max_prompt_len` tokens (default config.max_prompt_len; evaluation may allow longer prompts than training, since
+    its prompts carry no guidance). The tasks: the held-out JSONL file `path`; else split `split` of a bundled set;
+    else, for split 'train' (or ''), the config's own training tasks. Any other split of a source without one (a
+    task file, the toy tasks) is a ValueError: a held-out score is never computed on the training set by default."""
     config = run.config.copy_and_resolve_references()
     with config.unlocked():
         if path:
@@ -143,7 +152,25 @@ def eval_tasks(run, split: str = "heldout", path: str = "") -> list[Task]:
                 config.tasks.split = split
         elif split not in TRAIN_SPLITS:
             heldout_error(config, split)
-    return build.within_prompt_budget(build.build_tasks(config), run.tokenizer, config.max_prompt_len)
+    return prompt_budget(build.build_tasks(config), run.tokenizer, max_prompt_len or config.max_prompt_len)
+
+
+def prompt_budget(tasks: Sequence[Task], tokenizer, max_prompt_len: int) -> tuple[list[Task], dict[str, int]]:
+    """(the tasks whose bare prompt fits in `max_prompt_len` tokens, {domain: tasks over it}); the count is logged
+    per domain, since a domain's held-out score without its long prompts is a score of another set."""
+    lengths = [len(render_prompt(tokenizer, t.prompt, tokenize=True)) for t in tasks]
+    kept = [t for t, n in zip(tasks, lengths) if n <= max_prompt_len]
+    over: dict[str, int] = {}
+    for t, n in zip(tasks, lengths):
+        if n > max_prompt_len:
+            over[t.domain] = over.get(t.domain, 0) + 1
+    if over:
+        logging.warning("evaluation: %d of %d tasks have a prompt over %d tokens and are not evaluated (by domain: "
+                        "%s); raise config.eval.max_prompt_len to evaluate them", sum(over.values()), len(tasks),
+                        max_prompt_len, ", ".join(f"{d} {k}" for d, k in sorted(over.items())))
+    if not kept:
+        raise ValueError(f"no evaluation task has a prompt within {max_prompt_len} tokens")
+    return kept, over
 
 
 def restore_policy(run, workdir: str, step: int | None) -> int:

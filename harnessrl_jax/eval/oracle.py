@@ -40,7 +40,6 @@ WINNERS = ("A", "B", "tie")
 SCHEMA = {"type": "object", "properties": {"reasoning": {"type": "string"}, "winner": {"type": "string",
                                                                                       "enum": list(WINNERS)}},
           "required": ["reasoning", "winner"], "additionalProperties": False}
-END_WINDOW = 25  # "at the end of training" = the last 25 steps' groups
 
 
 def make_client(kind: str = "anthropic", model: str = "claude-sonnet-5", *, base_url: str | None = None,

@@ -15,7 +15,8 @@ import numpy as np
 
 from harnessrl_jax import build
 from harnessrl_jax.eval import agreement
-from harnessrl_jax.eval.oracle import END_WINDOW, PairwiseOracle, strict_json
+from harnessrl_jax.eval.agreement import END_WINDOW
+from harnessrl_jax.eval.oracle import PairwiseOracle, strict_json
 from harnessrl_jax.failures import OutagePolicy
 from harnessrl_jax.memory import RecordStore
 from harnessrl_jax.rubric.schema import Task
@@ -39,6 +40,18 @@ def recorded_draws(workdir: str, steps: Iterable[int] | None = None):
     store = RecordStore(path)
     try:
         yield from store.draws(steps)
+    finally:
+        store.close()
+
+
+def recorded_steps(workdir: str) -> list[int]:
+    """The steps the run's record store has committed."""
+    path = os.path.join(workdir, "memory", RecordStore.FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{workdir} has no record store ({path}): the run kept no draws to judge")
+    store = RecordStore(path)
+    try:
+        return store.steps()
     finally:
         store.close()
 
@@ -67,10 +80,42 @@ def seed_anchors(workdir: str, task_ids: Sequence[str], *, seed: int = 20_000) -
     return {t: cached[t] for t in task_ids}
 
 
+def parse_steps(text: str, recorded: Sequence[int] = ()) -> list[int] | None:
+    """'476-500', '1,5,9' or 'last:25' (the last 25 of the `recorded` steps) -> the steps; '' -> None (all)."""
+    text = text.strip()
+    if not text:
+        return None
+    if text.startswith("last:"):
+        try:
+            n = int(text[5:])
+        except ValueError:
+            raise ValueError(f"steps {text!r}: 'last:N' needs an integer N") from None
+        return sorted(recorded)[-n:] if n > 0 else []
+    out = []
+    for part in text.split(","):
+        a, dash, b = part.partition("-")
+        try:
+            out += list(range(int(a), int(b) + 1)) if dash else [int(a)]
+        except ValueError:
+            raise ValueError(f"steps {text!r}: expected 'a-b', a comma list of steps or 'last:N'") from None
+    return out
+
+
+def draw_points(draw, task: Task) -> np.ndarray:
+    """[K] points of the criteria `draw` was graded with: the harness slice it recorded (the rubric as it stood at
+    that step), else the task's seed criteria by id; NaN for a criterion found in neither (left unjudged)."""
+    recorded = (draw.harness or {}).get("criteria") or {}
+    seed = {c.id: c.points for c in task.criteria}
+    return np.array([float(recorded[c]["points"]) if c in recorded else float(seed.get(c, np.nan))
+                     for c in draw.criterion_ids], np.float64)
+
+
 def oracle_run(workdir: str, oracle: PairwiseOracle, *, steps: Iterable[int] | None = None,
                anchors: str = "seed", end_window: int = END_WINDOW, progress=None, outage=None) -> dict[str, Any]:
     """Judges every recorded group of the run (or those of `steps`): per step the pair classes and agreement
-    (eval.agreement, `oracle/*` keys) and, unless anchors='none', the mean oracle score (win rate against the
+    (eval.agreement, `oracle/*` keys), the criterion classes of the groups as graded (`taxonomy/*`: each
+    criterion's split against the oracle's verdicts on the pairs it separates) and, unless anchors='none', the
+    mean oracle score (win rate against the
     seed policy's responses: anchors='seed'; or against each task's first recorded draw: 'first_draw').
     Writes <workdir>/oracle/oracle.jsonl (one line per step, with per-task scores) and oracle/summary.json
     (all steps, the last `end_window` steps, calls and tokens); returns the summary. `outage` is a
@@ -101,25 +146,27 @@ def oracle_run(workdir: str, oracle: PairwiseOracle, *, steps: Iterable[int] | N
         ajobs = [PairwiseOracle.anchor_jobs(tasks[d.task_id], d.responses, anchor_set[d.task_id])
                  if anchor_set else [] for d in draws]
         flat = oracle.verdicts_until_answered([j for js in jobs + ajobs for j in js], outage)
-        counts, per_task, scores = [], {}, []
+        counts, classes, per_task, scores = [], [], {}, []
         pos = 0
         for d, js in zip(draws, jobs):
             o = oracle.combine(len(d.responses), flat[pos:pos + len(js)])
             pos += len(js)
             counts.append(agreement.pair_counts(d.rewards, o))
+            classes.append(agreement.criterion_counts(draw_points(d, tasks[d.task_id]), d.scores, o))
         for d, js in zip(draws, ajobs):
             if js:
                 s = oracle.combine_anchors(len(d.responses), anchor_set[d.task_id], flat[pos:pos + len(js)])
                 pos += len(js)
                 per_task[d.task_id] = float(np.nanmean(s)) if np.isfinite(s).any() else None
                 scores.append(s)
-        total = agreement.total_counts(counts)
-        all_counts.append((step, total))
+        total, criteria = agreement.total_counts(counts), agreement.total_counts(classes)
+        all_counts.append((step, total, criteria))
         valid = np.concatenate(scores) if scores else np.array([])
         valid = valid[np.isfinite(valid)]
         line = {"step": step, "groups": len(draws), **agreement.agreement_metrics(total),
+                **agreement.criterion_metrics(criteria),
                 "oracle/score_mean": float(valid.mean()) if valid.size else None, "oracle/task_scores": per_task,
-                "counts": total}
+                "counts": total, "criteria": criteria}
         lines.append(line)
         if progress is not None:
             progress(f"oracle step {step}: {len(draws)} groups, agreement {line['oracle/agreement']:.3f}")
@@ -127,14 +174,17 @@ def oracle_run(workdir: str, oracle: PairwiseOracle, *, steps: Iterable[int] | N
         for line in lines:
             f.write(json.dumps(strict_json(line)) + "\n")
     os.replace(os.path.join(out_dir, "oracle.jsonl.tmp"), os.path.join(out_dir, "oracle.jsonl"))
-    last = [c for s, c in all_counts if all_counts and s > all_counts[-1][0] - end_window]
+    def window(rows):
+        rows = list(rows)
+        return {**agreement.agreement_metrics(agreement.total_counts(c for _, c, _ in rows)),
+                **agreement.criterion_metrics(agreement.total_counts(k for _, _, k in rows))}
+
+    last = [r for r in all_counts if r[0] > all_counts[-1][0] - end_window] if all_counts else []
     summary = {"steps": len(lines), "groups": sum(line["groups"] for line in lines), "anchors": anchors,
-               "all": agreement.agreement_metrics(agreement.total_counts(c for _, c in all_counts)),
-               f"last_{end_window}_steps": agreement.agreement_metrics(agreement.total_counts(last)),
-               "cost": oracle.report()}
+               "all": window(all_counts), f"last_{end_window}_steps": window(last), "cost": oracle.report()}
     with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(strict_json(summary), f, indent=1)
     return summary
 
 
-__all__ = ["oracle_run", "recorded_draws", "run_tasks", "seed_anchors"]
+__all__ = ["draw_points", "oracle_run", "parse_steps", "recorded_draws", "recorded_steps", "run_tasks", "seed_anchors"]

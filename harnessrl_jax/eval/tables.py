@@ -20,10 +20,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from harnessrl_jax.eval import agreement
+from harnessrl_jax.eval.agreement import END_WINDOW
 from harnessrl_jax.words import INTERFACES
 from harnessrl_jax.memory import RecordStore
 
-END_WINDOW = 25  # "at the end of training": the last 25 steps
 
 
 # Every metrics.jsonl key these tables read, in one place (the training loop writes them; rename here if it does).
@@ -60,9 +60,46 @@ def _mean(rows: Sequence[Mapping[str, Any]], key: str) -> float:
     v = [float(r[key]) for r in rows if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
     return float(np.mean(v)) if v else math.nan
 
-def stats_from_records(metrics: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]
-                       ) -> dict[str, float]:
-    """A run's statistics (docs/design.md, Measurements) from its metrics.jsonl and harness.jsonl records."""
+# Where a run's oracle numbers come from: the pairwise oracle (launch/oracle.py judged its recorded groups), or the
+# rule stand-in the training loop logs (the tasks' rule `oracle_rubrics`: CPU runs; Rubric-Mix tasks have none).
+PAIRWISE, STANDIN = "pairwise oracle", "rule stand-in"
+ORACLE_FILE = os.path.join("oracle", "oracle.jsonl")
+
+
+def _counts(m: Mapping[str, Any], prefix: str) -> dict[str, int]:
+    return {k.removeprefix(prefix): int(v) for k, v in m.items() if k.startswith(prefix)}
+
+
+def oracle_record(workdir: str, metrics: Sequence[Mapping[str, Any]] | None = None
+                  ) -> tuple[str | None, list[dict[str, Any]]]:
+    """(source, per step {"step", "pairs", "criteria", "score_mean"}) of a run's oracle: the pairwise oracle's
+    (oracle/oracle.jsonl) when it has judged the run; else the rule stand-in's (metrics.jsonl's oracle/count/* and
+    taxonomy/count/*) when any of its groups had a stand-in score; else (None, []): no oracle data, whose tables
+    print NaN. `metrics` is the run's metrics.jsonl when already read."""
+    lines = read_jsonl(os.path.join(workdir, ORACLE_FILE))
+    if lines:
+        return PAIRWISE, [{"step": int(x["step"]), "pairs": x.get("counts") or {}, "criteria": x.get("criteria") or {},
+                           "score_mean": x.get("oracle/score_mean")} for x in lines]
+    metrics = read_jsonl(os.path.join(workdir, "metrics.jsonl")) if metrics is None else metrics
+    steps = [{"step": int(m["step"]), "pairs": _counts(m, "oracle/count/"), "criteria": _counts(m, "taxonomy/count/"),
+              "score_mean": m.get(KEYS["oracle_score"])} for m in metrics]
+    judged = any(s["pairs"].get("pairs", 0) or any(s["criteria"].get(c, 0) for c in agreement.CRITERION_CLASSES)
+                 for s in steps)
+    return (STANDIN, steps) if judged else (None, [])
+
+
+def oracle_window(steps: Sequence[Mapping[str, Any]], window: int | None = END_WINDOW) -> list[Mapping[str, Any]]:
+    """The oracle record's steps within `window` steps of its last (None: all)."""
+    if not steps or window is None:
+        return list(steps)
+    last = max(s["step"] for s in steps)
+    return [s for s in steps if s["step"] > last - window]
+
+
+def stats_from_records(metrics: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]],
+                       oracle: Sequence[Mapping[str, Any]] = ()) -> dict[str, float]:
+    """A run's statistics (docs/design.md, Measurements) from its metrics.jsonl and harness.jsonl records and its
+    oracle record (`oracle_record`'s steps; none: the oracle statistics are NaN)."""
     if not metrics:
         return {"steps": 0.0}
     k = max(1, min(3, len(metrics) // 3))
@@ -72,11 +109,14 @@ def stats_from_records(metrics: Sequence[Mapping[str, Any]], records: Sequence[M
     step_time = sum(float(m.get(KEYS["step_time"], 0.0)) for m in metrics)
     evolver_time = sum(float(m.get(KEYS["evolver_time"], 0.0)) for m in metrics)
     end = metrics[-1]
+    oracle = sorted(oracle, key=lambda s: s["step"])
+    k_oracle = max(1, min(3, len(oracle) // 3))
+    scores = [{"score": s["score_mean"]} for s in oracle]
     out = {"steps": float(end["step"]), "k": float(k),
            "reward_first": _mean(first, KEYS["reward"]), "reward_last": _mean(last, KEYS["reward"]),
-           "oracle_first": _mean(first, KEYS["oracle_score"]), "oracle_last": _mean(last, KEYS["oracle_score"]),
-           **pair_stats(metrics[-END_WINDOW:]),
-           "oracle_agreement_all": pair_stats(metrics)["oracle_agreement"],
+           "oracle_first": _mean(scores[:k_oracle], "score"), "oracle_last": _mean(scores[-k_oracle:], "score"),
+           **pair_stats(oracle_window(oracle)),
+           "oracle_agreement_all": pair_stats(oracle)["oracle_agreement"],
            "zero_variance": _mean(metrics, KEYS["zero_variance"]),
            "measured": float(len(measured)), "accepted": float(len(accepted)),
            "acceptance_rate": len(accepted) / len(measured) if measured else math.nan,
@@ -90,11 +130,10 @@ def stats_from_records(metrics: Sequence[Mapping[str, Any]], records: Sequence[M
         out[f"accepted_{i}"] = float(sum(r.get("interface") == i for r in accepted))
     return out
 
-def pair_stats(metrics: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """oracle_agreement and the pair-class shares over every rollout pair of these steps (their counts summed)."""
-    counts = agreement.total_counts(
-        {k.removeprefix("oracle/count/"): int(v) for k, v in m.items() if k.startswith("oracle/count/")}
-        for m in metrics)
+def pair_stats(oracle: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """oracle_agreement and the pair-class shares over every rollout pair of these oracle steps (their counts
+    summed)."""
+    counts = agreement.total_counts(s["pairs"] for s in oracle)
     shares = agreement.agreement_metrics(counts, prefix="")
     out = {"oracle_agreement": shares["agreement"], "oracle_agreement_separated": shares["agreement_separated"],
            "oracle_pairs": shares["pairs"]}
@@ -107,27 +146,40 @@ def donor_share(metrics: Sequence[Mapping[str, Any]]) -> float:
     d = sum(float(m.get(KEYS["reference_fields_added"], 0.0)) for m in metrics)
     return n / d if d else math.nan
 
-def run_stats(workdir: str) -> dict[str, float]:
-    """The statistics of the run in `workdir`, with its held-out scores when it has an eval.json."""
-    out = stats_from_records(read_jsonl(os.path.join(workdir, "metrics.jsonl")),
-                             read_jsonl(os.path.join(workdir, "harness.jsonl")))
-    path = os.path.join(workdir, "eval.json")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            ev = json.load(f)
-        for key, name in (("heldout", "seed_rubric"), ("heldout_oracle", "oracle")):
-            v = ev.get(name, {}).get("mean")
-            out[key] = math.nan if v is None else float(v)
+def run_stats(workdir: str) -> dict[str, Any]:
+    """The statistics of the run in `workdir` (its oracle's from `oracle_record`, named by `oracle_source`), with
+    its held-out scores (macro: the mean of the domain means) at its last evaluation (evals.jsonl, else eval.json)."""
+    metrics = read_jsonl(os.path.join(workdir, "metrics.jsonl"))
+    source, oracle = oracle_record(workdir, metrics)
+    out: dict[str, Any] = stats_from_records(metrics, read_jsonl(os.path.join(workdir, "harness.jsonl")), oracle)
+    out["oracle_source"] = source
+    # the last evaluation during training (evals.jsonl's test split), else launch/eval.py's eval.json
+    tests = [x for x in read_jsonl(os.path.join(workdir, "evals.jsonl")) if x.get("split") == "test"]
+    macro = (max(tests, key=lambda x: x["step"]) if tests else _eval(workdir)).get("macro") or {}
+    for key, name in (("heldout", "seed_rubric"), ("heldout_oracle", "oracle")):
+        v = macro.get(name)
+        out[key] = math.nan if v is None else float(v)
     return out
+
+
+# the statistics that read the oracle, and whose rows say which oracle (`heldout_oracle` is the rule stand-in's
+# score of the held-out responses: the pairwise oracle judges training groups only)
+ORACLE_STATS = {"oracle_first", "oracle_last", "oracle_agreement", "oracle_agreement_all",
+                "oracle_agreement_separated", "oracle_pairs"}
 
 def method_table(runs: Mapping[str, Sequence[str]], keys: Sequence[str] = (
         "heldout", "heldout_oracle", "oracle_agreement", "reversal_rate", "acceptance_rate", "evolver_share",
         "reward_last")) -> list[dict[str, Any]]:
-    """One row per statistic: per method the mean over its runs (seeds) and the [min, max] range."""
+    """One row per statistic: per method the mean over its runs (seeds) and the [min, max] range; an oracle
+    statistic's `oracle` column names the oracle its runs had (PAIRWISE, STANDIN; 'none': NaN)."""
     per_method = {m: [run_stats(d) for d in dirs] for m, dirs in runs.items()}
     rows = []
     for key in keys:
-        row: dict[str, Any] = {"statistic": key}
+        row: dict[str, Any] = {"statistic": key, "oracle": ""}
+        if key in ORACLE_STATS:
+            row["oracle"] = ", ".join(sorted({s["oracle_source"] or "none" for st in per_method.values() for s in st}))
+        elif key == "heldout_oracle":
+            row["oracle"] = STANDIN
         for m, stats in per_method.items():
             v = np.array([s.get(key, math.nan) for s in stats], np.float64)
             v = v[np.isfinite(v)]

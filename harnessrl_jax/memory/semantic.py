@@ -2,7 +2,7 @@
 
 Each distinct criterion text is one row of a faiss inner-product index over L2-normalised vectors (id = the store's
 embedding id); a text shared by many tasks is embedded and indexed once. A query returns the top-k criteria of other
-tasks above a cosine threshold, each with donor evidence: responses recorded as meeting / failing it. Vectors are
+tasks above a cosine threshold, each with donor evidence: responses recorded as achieving / missing it. Vectors are
 cached in SQLite per model, so the index file can always be rebuilt from the store without running the model.
 
 Index kinds: `flat` is exact (IndexFlatIP); `ivf` (the default) is exact while small and IVF-Flat (nlist = 4 sqrt(n),
@@ -220,7 +220,8 @@ class Example:
 
 @dataclasses.dataclass(frozen=True)
 class Donor:
-    """A related criterion of another task, and responses recorded as meeting / failing it there."""
+    """A related criterion of another task, and responses recorded as achieving / missing it there (a pitfall is
+    achieved when avoided)."""
 
     row: int
     task_id: str

@@ -252,6 +252,10 @@ class RecordStore:
         """Last committed step, or None for an empty store."""
         return self.db.execute("SELECT max(step) FROM steps").fetchone()[0]
 
+    def steps(self) -> list[int]:
+        """Every committed step, in order."""
+        return [s for (s,) in self.db.execute("SELECT step FROM steps ORDER BY step")]
+
     def append_step(self, step: int, records: Iterable[DrawRecord], *, model: str | None = None,
                     vectors: Mapping[str, np.ndarray] | None = None) -> None:
         """Commits all draws of `step` atomically, with the vectors of `model` for criterion texts new to it."""

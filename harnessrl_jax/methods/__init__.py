@@ -90,6 +90,14 @@ def lookup(name: str) -> Registered:
                       tuple(getattr(module, "DEFAULTS", {}).items()))
 
 
+def apply_defaults(config):
+    """Sets the top-level values config.method's paper fixes beyond its parts (its registration's `defaults`:
+    HarnessBandit and its mixtures train with Dr.GRPO's leave-one-out baseline, 'rloo'); returns the config."""
+    for key, value in lookup(config.method).defaults:
+        config[key] = value
+    return config
+
+
 def describe(config) -> Method:
     """The description of config.method under `config` (the one place a config becomes a method)."""
     method = lookup(config.method).describe(config)
@@ -109,5 +117,5 @@ def check(config) -> list[str]:
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["METHODS", "Method", "Registered", "SETTINGS", "check", "describe", "lookup", "register",
+__all__ = ["METHODS", "Method", "Registered", "SETTINGS", "apply_defaults", "check", "describe", "lookup", "register",
            "register_settings", "settings"]

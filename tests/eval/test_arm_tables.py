@@ -12,12 +12,46 @@ from harnessrl_jax.eval.stats import paired_bootstrap_grid, paired_permutation, 
 def _compare(rng, seeds=3):
     domains = ["med"] * 12 + ["sci"] * 4
     scores = {arm: {str(s): {str(step): {"seed_rubric": rng.normal(50 + 3 * (arm == "harnessrl"), 10, 16).tolist(),
-                                          "oracle": rng.normal(40, 10, 16).tolist()} for step in (0, 2)}
+                                          "oracle": rng.normal(40, 10, 16).tolist()} for step in (0, 1, 2)}
                     for s in range(seeds)} for arm in ("grpo", "harnessrl")}
-    compare = {"per_step": scores, "tasks": {"domains": domains}, "reference": "harnessrl",
-               "steps_to_best": {arm: [2] * seeds for arm in scores}}
+    # the final step is 2, the validation split prefers step 1 and the OOD benchmarks step 2
+    picks = {arm: {str(s): {"final": 2, "best": 1, "paper": 2, "equal_compute": 1} for s in range(seeds)}
+             for arm in scores}
+    hours = {arm: {str(s): {"0": 0.0, "1": 1.0 + s, "2": 2.0 + s} for s in range(seeds)} for arm in scores}
+    compare = {"per_step": scores, "tasks": {"domains": domains}, "reference": "harnessrl", "picks": picks,
+               "hours": hours, "equal_compute_hours": 1.5}
     compare["stats"] = arm_tables.arm_stats(compare, reference="harnessrl", n_boot=200, n_perm=300)
     return compare
+
+
+def test_the_steps_each_pick_reads():
+    validation = {"0": 90.0, "1": 40.0, "2": 55.0, "3": 55.0, "4": 50.0}  # step 0 never counts; ties: earliest
+    ood = {"0": 99.0, "2": 10.0, "4": 30.0}
+    hours = {"0": 0.0, "1": 1.0, "2": 2.0, "3": 3.5, "4": 4.0}
+    assert arm_tables.choose_steps(validation, ood, hours, 3.5) == {"final": 4, "best": 2, "paper": 4,
+                                                                   "equal_compute": 3}
+    assert arm_tables.choose_steps(validation, {}, hours, 0.5) == {"final": 4, "best": 2, "paper": None,
+                                                                  "equal_compute": 0}
+    assert arm_tables.choose_steps({"0": 50.0}, {}, {"0": 0.0}, None)["best"] == 0  # nothing but the seed policy
+    metrics = [{"step": 2, "time/step": 1800.0}, {"step": 1, "time/step": 3600.0}, {"step": 3}]
+    assert arm_tables.cumulative_hours(metrics) == {0: 0.0, 1: 1.0, 2: 1.5, 3: 1.5}
+
+
+def test_each_pick_reads_its_step_and_the_papers_pick_has_no_interval():
+    compare = _compare(np.random.default_rng(4))
+    for pick, step in (("final", "2"), ("best", "1"), ("equal_compute", "1"), ("paper", "2")):
+        grid = arm_tables.score_grid(compare, "grpo", pick)
+        assert np.array_equal(grid[:, 0], compare["per_step"]["grpo"]["0"][step]["seed_rubric"])
+    paper = compare["stats"]["paper/seed_rubric"]["grpo"]
+    assert "ci95_runs" not in paper and "p_cells" not in paper
+    assert paper["diff"] == pytest.approx(paper["macro"] - compare["stats"]["paper/seed_rubric"]["harnessrl"]["macro"])
+    rows = arm_tables.main_rows(compare, pick="paper")
+    assert list(rows[0]) == ["arm", "med", "sci", "macro", "seed SD", "vs HarnessRL (no interval)"]
+    times = {r["arm"]: r for r in arm_tables.time_rows(compare)}
+    assert times["GRPO"]["steps to best"] == "1 [1, 1] (by seed {0: 1, 1: 1, 2: 1})"
+    assert times["GRPO"]["hours to best"] == "2.000 [1.000, 3.000]"
+    best = compare["stats"]["best/seed_rubric"]["grpo"]["macro"]
+    assert times["GRPO"]["best-step macro"] == f"{best:.1f}" and "equal-compute step (1.50 h)" in times["GRPO"]
 
 
 def test_arm_stats_report_runs_by_default_and_the_papers_cells_as_labelled_extras():

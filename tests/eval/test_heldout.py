@@ -29,14 +29,29 @@ def test_a_task_file_without_a_heldout_file_has_no_heldout_split():
         eval_tasks(run, "heldout")
     with pytest.raises(ValueError, match="--heldout=FILE.jsonl"):
         split_label(run.config, "heldout")
-    train = eval_tasks(run, "train")  # asked for by name, and labelled so
+    train, over = eval_tasks(run, "train")  # asked for by name, and labelled so
     assert len(train) == 100 and split_label(run.config, "train").endswith("train.jsonl/train")
-    held = eval_tasks(run, "heldout", split_path("mini", "heldout"))
-    assert len(held) == 25 and not {t.id for t in held} & {t.id for t in train}
+    held, _ = eval_tasks(run, "heldout", split_path("mini", "heldout"))
+    assert over == {} and len(held) == 25 and not {t.id for t in held} & {t.id for t in train}
     assert split_label(run.config, "heldout", "x/heldout.jsonl") == "x/heldout.jsonl"
 
 
 def test_a_bundled_set_evaluates_its_own_heldout_split():
     run = _run("bundled")
-    held = eval_tasks(run, "heldout")
+    held, _ = eval_tasks(run, "heldout")
     assert len(held) == 25 and split_label(run.config, "heldout") == "mini/heldout"
+
+
+def test_held_out_tasks_over_the_prompt_budget_are_counted_per_domain_not_dropped_silently():
+    run = _run("bundled")
+    everything, _ = eval_tasks(run, "heldout")
+    lengths = {t.id: len(run.tokenizer.apply_chat_template(list(t.prompt), add_generation_prompt=True,
+                                                           tokenize=True)) for t in everything}
+    limit = sorted(lengths.values())[len(lengths) // 2]
+    kept, over = eval_tasks(run, "heldout", max_prompt_len=limit)
+    assert {t.id for t in kept} == {i for i, n in lengths.items() if n <= limit}
+    expected = {}
+    for t in everything:
+        if lengths[t.id] > limit:
+            expected[t.domain] = expected.get(t.domain, 0) + 1
+    assert over == expected and sum(over.values()) == len(everything) - len(kept) > 0

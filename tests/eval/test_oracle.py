@@ -124,23 +124,40 @@ def test_a_runs_groups_give_the_pair_classes_of_their_rewards(analysed_runs):
     calls = 0
     for line in lines:
         counts = {"agree": 0, "reward_tie": 0, "wrong_direction": 0, "oracle_tie": 0}
+        classes = {"blind": 0, "saturated": 0, "spurious": 0, "agree": 0}
         for d in by_step[line["step"]]:
             r = np.asarray(d.rewards)
             J = len(d.responses)
             calls += J * (J - 1)
+            o = {}
             for i, j in itertools.combinations(range(J), 2):
                 t = tasks[d.task_id]
                 a = standin_verdict(pair_messages(t, d.responses[i], d.responses[j])[0]["content"])
                 b = standin_verdict(pair_messages(t, d.responses[j], d.responses[i])[0]["content"])
-                o = 1 if (a, b) == ("A", "B") else -1 if (a, b) == ("B", "A") else 0
+                o[i, j] = 1 if (a, b) == ("A", "B") else -1 if (a, b) == ("B", "A") else 0
+                o[j, i] = -o[i, j]
                 dr = np.sign(r[i] - r[j])
-                key = "reward_tie" if dr == 0 else "agree" if dr == o else "oracle_tie" if o == 0 else \
-                    "wrong_direction"
+                key = "reward_tie" if dr == 0 else "agree" if dr == o[i, j] else "oracle_tie" if o[i, j] == 0 \
+                    else "wrong_direction"
                 counts[key] += 1
+            # each criterion as graded at that step (its recorded points): who achieves it, and the oracle's
+            # verdicts on the pairs it separates
+            for cid, row in zip(d.criterion_ids, np.asarray(d.scores)):
+                pitfall = d.harness["criteria"][cid]["points"] < 0
+                met = [k for k in range(J) if row[k] == (0 if pitfall else 1)]
+                miss = [k for k in range(J) if row[k] == (1 if pitfall else 0)]
+                if not miss:
+                    classes["saturated"] += 1
+                elif not met:
+                    classes["blind"] += 1
+                else:
+                    classes["agree" if np.mean([o[i, j] for i in met for j in miss]) > 0 else "spurious"] += 1
         n = sum(counts.values())
         for k, v in counts.items():
             assert line[f"oracle/pair_{k}"] == pytest.approx(v / n), (line["step"], k)
         assert line["oracle/agreement"] == pytest.approx(counts["agree"] / n)
+        assert {k: line["criteria"][k] for k in classes} == classes, line["step"]
+        assert line["taxonomy/frac_agree"] == pytest.approx(classes["agree"] / sum(classes.values()))
         assert 0 <= line["oracle/score_mean"] <= 100 and set(line["oracle/task_scores"]) == \
             {d.task_id for d in by_step[line["step"]]}
     summary = json.load(open(os.path.join(run, "oracle", "summary.json")))

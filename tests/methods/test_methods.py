@@ -124,6 +124,10 @@ def test_every_threshold_in_the_config_reaches_its_part():
     (lambda c: c.harness.update(proposer="llm"), "--config.evolver_model.base_url"),
     (lambda c: c.memory.update(embedder="default"), "--config.memory.min_cosine"),
     (lambda c: c.rollout.update(min_batch=0), "--config.rollout.min_batch"),
+    (lambda c: c.eval.update(every=2), "--config.eval.heldout"),  # the toy tasks have no held-out split
+    (lambda c: c.eval.update(every=100, split="train"), "--config.eval.every"),
+    (lambda c: c.eval.update(ood="mmlu=x.jsonl"), "--config.eval.ood"),
+    (lambda c: c.eval.update(validation_share=1.0), "--config.eval"),
 ])
 def test_a_wrong_value_is_reported_with_the_key_that_fixes_it(change, key):
     config = tiny()
@@ -145,7 +149,7 @@ def test_the_paper_config_lists_everything_it_still_needs_with_the_flags():
     problems = checks.check(config) + checks.needs(config)
     text = "\n".join(problems)
     for flag in ("--config.tasks.path", "--config.judge.base_url", "--config.model_name", "--config.memory.embedder",
-                 "--config.rollout.base_urls", "--config.rollout.weights_dir"):
+                 "--config.rollout.base_urls", "--config.rollout.weights_dir", "--config.eval.heldout"):
         assert flag in text, text
     assert methods.describe(config).interfaces == INTERFACES
     assert config.harness.proposer == "llm" and config.harness.llm_check and config.judge.kind == "openai"
