@@ -177,8 +177,11 @@ def test_compare_tables_notebooks_and_eval_files(tmp_path, monkeypatch):
             for c in arm_tables.CLASSES:
                 shares.setdefault(c, []).append(counts[c] / n)
             held.append(per_seed_macro(grid[arm])[int(s)])
+            # one seed policy per seed: a task's anchors are the same responses in every arm (an arm that drew
+            # another task adds that task's)
             anchors = json.loads((out / f"{arm}-s{s}" / "oracle" / "anchors.json").read_text())
-            assert anchors == json.loads((out / f"grpo-s{s}" / "oracle" / "anchors.json").read_text())  # one seed policy
+            first = json.loads((out / f"grpo-s{s}" / "oracle" / "anchors.json").read_text())
+            assert all(anchors[t] == first[t] for t in anchors.keys() & first.keys()) and first
             pairs = {k: sum(x["counts"].get(k, 0) for x in lines) for k in ("agree", "pairs")}
             assert tables.run_stats(str(out / f"{arm}-s{s}"))["oracle_agreement"] == \
                 pytest.approx(pairs["agree"] / pairs["pairs"])
