@@ -237,8 +237,9 @@ def llama_server(smollm2_path):
 
 @pytest.fixture(scope="session")
 def sglang_server(tmp_path_factory):
-    """(cpu_server.Server, model_dir): SGLang serving SmolLM2-135M-Instruct from the HF directory `model_dir`, which
-    this project exported from the GGUF (export_hf). A missing SGLang environment is a failure, not a skip."""
+    """SGLang serving SmolLM2-135M-Instruct from `model_dir`, an HF directory this project exported from the GGUF.
+    The fixture returns while the server starts (it takes ~30-50 s): `url` waits until it is healthy. A missing
+    SGLang environment is a failure, not a skip."""
     sys.path.insert(0, REPO)
     from third_party.sglang import cpu_server
 
@@ -253,8 +254,19 @@ def sglang_server(tmp_path_factory):
     config, params, tokenizer = load_pretrained("smollm2-135m-instruct")
     model_dir = export_hf(config, params, str(root / "smollm2"), tokenizer)
     del params
-    try:
-        with cpu_server.running(model_dir, str(root / "server.log")) as server:
-            yield server, model_dir
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
+    with cpu_server.running(model_dir, str(root / "server.log"), wait=False) as server:
+        yield _WhenHealthy(server)
+
+
+class _WhenHealthy:
+    """A starting cpu_server.Server whose `url` waits for it (a start-up failure fails the test that asks)."""
+
+    def __init__(self, server):
+        self._server, self.model_dir = server, server.model_path
+
+    @property
+    def url(self) -> str:
+        try:
+            return self._server.wait().url
+        except RuntimeError as e:
+            pytest.fail(str(e), pytrace=False)

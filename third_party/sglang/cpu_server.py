@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import os
 import signal
 import socket
@@ -69,11 +68,36 @@ def start(model_path: str, port: int, *, log=None, **kwargs) -> subprocess.Popen
                             start_new_session=True)
 
 
-@dataclasses.dataclass(frozen=True)
 class Server:
-    url: str  # the server's root, as SGLangEngine takes it (the OpenAI-compatible routes are under url + "/v1")
-    pid: int
-    start_s: float  # from the launch to the first 200 from /health
+    """A server `running` started: `url` at once, `wait()` until it answers /health."""
+
+    def __init__(self, proc: subprocess.Popen, url: str, model_path: str, log_path: str, startup_timeout_s: float):
+        self.proc, self.url, self.model_path, self.log_path = proc, url, model_path, log_path
+        self.pid = proc.pid
+        self.start_s: float | None = None  # from the launch to the first 200 from /health
+        self._t0, self._timeout = time.monotonic(), startup_timeout_s
+
+    def wait(self) -> "Server":
+        """Block until /health answers 200; RuntimeError with the end of the log if the server exits or is not
+        healthy within the start-up timeout. Logs one line every 15 s while it starts."""
+        last = self._t0
+        while self.start_s is None:
+            if _healthy(self.url):
+                self.start_s = time.monotonic() - self._t0
+                break
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"SGLang server exited with code {self.proc.returncode} while starting; its "
+                                   f"log ({self.log_path}) ends:\n{_tail(self.log_path)}")
+            now = time.monotonic()
+            if now - self._t0 > self._timeout:
+                raise RuntimeError(f"SGLang server not healthy after {self._timeout:g}s; its log "
+                                   f"({self.log_path}) ends:\n{_tail(self.log_path)}")
+            if now - last >= 15:
+                print(f"SGLang server starting: {now - self._t0:.0f}s (log: {self.log_path})", file=sys.stderr,
+                      flush=True)
+                last = now
+            time.sleep(0.5)
+        return self
 
 
 def free_port() -> int:
@@ -111,29 +135,15 @@ def stop(proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
 
 @contextlib.contextmanager
 def running(model_path: str, log_path: str, *, port: int | None = None, startup_timeout_s: float = 300.0,
-            **kwargs) -> Iterator[Server]:
-    """A started server (see `start`) until the block exits; raises RuntimeError with the end of its log when it
-    exits or is not healthy within `startup_timeout_s`. Logs one line every 15 s while it starts."""
+            wait: bool = True, **kwargs) -> Iterator[Server]:
+    """A server started on `model_path` (see `start`, `command` for kwargs) until the block exits, its output in
+    `log_path`; healthy on entry unless `wait` is False (then call `Server.wait()` before using it)."""
     port = port or free_port()
-    url = f"http://127.0.0.1:{port}"
     with open(log_path, "w") as log:
-        t0 = time.monotonic()
         proc = start(model_path, port, log=log, **kwargs)
         try:
-            last = t0
-            while not _healthy(url):
-                if proc.poll() is not None:
-                    raise RuntimeError(f"SGLang server exited with code {proc.returncode} while starting; "
-                                       f"its log ({log_path}) ends:\n{_tail(log_path)}")
-                now = time.monotonic()
-                if now - t0 > startup_timeout_s:
-                    raise RuntimeError(f"SGLang server not healthy after {startup_timeout_s:g}s; its log "
-                                       f"({log_path}) ends:\n{_tail(log_path)}")
-                if now - last >= 15:
-                    print(f"SGLang server starting: {now - t0:.0f}s (log: {log_path})", file=sys.stderr, flush=True)
-                    last = now
-                time.sleep(0.5)
-            yield Server(url, proc.pid, time.monotonic() - t0)
+            server = Server(proc, f"http://127.0.0.1:{port}", model_path, log_path, startup_timeout_s)
+            yield server.wait() if wait else server
         finally:
             stop(proc)
 
