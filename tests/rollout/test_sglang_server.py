@@ -165,7 +165,8 @@ def test_a_row_aborted_by_a_pause_is_sampled_again_once_generation_continues(sgl
     httpx.post(f"{sglang_server.url}/continue_generation", json={}, timeout=30).raise_for_status()
     worker.join(120)
     out = result["out"]
-    assert engine.metrics["retries"] == 1 and out.finish_reason == ["length"] and out.lengths.tolist() == [ABORTED_TOKENS]
+    assert engine.metrics["retries"] == 1
+    assert out.finish_reason == ["length"] and out.lengths.tolist() == [ABORTED_TOKENS]
     assert out.completion(0)[:STEPS] == reference["continuations"][1]
     _assert_logprobs(out, reference, reference["params"])
     engine.close()
@@ -175,9 +176,10 @@ def test_a_row_aborted_by_a_pause_is_sampled_again_once_generation_continues(sgl
 def test_the_judge_scores_through_sglangs_openai_routes_with_the_verdict_schema(sglang_server):
     """json_schema structured output (SGLang's xgrammar) makes every answer of SmolLM2, which rambles when left
     free, parse as a verdict."""
-    task = Task("fever", "medical", ({"role": "user", "content": "My child has a fever of 38.5 C. What should I do?"},),
-                (Criterion("fever/0", "Advises giving fluids.", 5.0), Criterion("fever/1", "Mentions paracetamol.", 3.0),
-                 Criterion("fever/2", "Tells the parent to give aspirin to the child.", -5.0)))
+    prompt = ({"role": "user", "content": "My child has a fever of 38.5 C. What should I do?"},)
+    task = Task("fever", "medical", prompt, (
+        Criterion("fever/0", "Advises giving fluids.", 5.0), Criterion("fever/1", "Mentions paracetamol.", 3.0),
+        Criterion("fever/2", "Tells the parent to give aspirin to the child.", -5.0)))
     with OpenAIJudge(f"{sglang_server.url}/v1", "smollm2", structured_output="json_schema", max_tokens=48,
                      explanation_max_chars=40, temperature=0.0, timeout_s=120, max_retries=1,
                      max_concurrency=3) as judge:
