@@ -8,15 +8,14 @@ and `sampling_params.py` (see the sglang spec):
                              sampling_params as one dict or one per prompt; n expanded prompt-major; a single object
                              back for one prompt with n = 1, a list otherwise; a string rid suffixed _i for a batch
                              (ignored, as SGLang does, when n > 1); max_new_tokens 128 when omitted; a prompt
-                             whose length plus max_new_tokens exceeds the context is refused;
-                             temperature < 1e-6
+                             whose length plus max_new_tokens exceeds the context is refused; temperature < 1e-6
                              is greedy with T = 1 logprobs; stop on stop_token_ids and the model's EOS unless
                              ignore_eos; output_token_logprobs as [logprob, id, null] triples (the stop token
                              included), input_token_logprobs with entry 0 null when logprob_start_len >= 0 (an
-                             empty list otherwise);
-                             sampling_seed read only when the server is deterministic (then the rows of a request
-                             are sampled from one key derived from all their seeds, so the same request gives the
-                             same rows; SGLang seeds each row alone); bad requests are 400 {"error": {"message"}},
+                             empty list otherwise); sampling_seed read only when the server is deterministic
+                             (then the rows of a request are sampled from one key derived from all their seeds, so
+                             the same request gives the same rows; SGLang seeds each row alone); bad requests are
+                             400 {"error": {"message"}},
                              an unknown sampling parameter 400 {"error": "unknown field ..."} and a body that is not
                              JSON 400 in the OpenAI error shape, each as SGLang 0.5.23 answers them.
   POST /update_weights_from_disk   loads an HF directory with this project's loader; on any failure keeps the
@@ -438,7 +437,7 @@ class NativeServer:
             return [base] if single else [f"{base}_{r}" for r in range(count)]
         if isinstance(rid, list):
             if len(rid) != count:
-                raise BadRequest(f"The rid list has {len(rid)} entries for {count} requests.")
+                raise BadRequest("The specified rids length mismatch with the batch_size for batch processing.")
             if len(set(rid)) != count:
                 duplicates = sorted({r for r in rid if rid.count(r) > 1})
                 raise BadRequest(f"Duplicate request IDs detected within the request: {duplicates}")

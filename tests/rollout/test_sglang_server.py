@@ -3,6 +3,7 @@
 on the same weights is the reference for every rollout. The in-process stand-in (test_sglang.py) keeps the cases a
 real server cannot be made to show: injected faults, a deterministic server, two jax.distributed processes."""
 
+import importlib.util
 import os
 import re
 import shutil
@@ -42,8 +43,9 @@ def test_the_sglang_environment_pins_the_release_the_gpu_extra_pins():
 
 
 def test_the_sgl_kernel_stand_ins_write_what_sglangs_cpu_kernels_write():
-    sys.path.insert(0, os.path.join(ROOT, "third_party", "sglang", "cpu"))
-    import sgl_kernel
+    spec = importlib.util.spec_from_file_location("sgl_kernel", os.path.join(cpu_server.STAND_INS, "sgl_kernel.py"))
+    sgl_kernel = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sgl_kernel)
 
     table = torch.full((4, 10), -1, dtype=torch.int32)
     want = table.clone()
@@ -70,7 +72,7 @@ def test_the_sgl_kernel_stand_ins_write_what_sglangs_cpu_kernels_write():
 @pytest.fixture(scope="module")
 def reference(sglang_server):
     """What the server serves, loaded by this project from the same directory: config, params, tokenizer, the
-    prompts, their greedy continuations (STEPS tokens), logprobs(params, rows, T) and greedy(params, prompts)."""
+    prompts, and log_softmax(params, sequences, T) -> [rows, WIDTH, vocab] of the JAX model."""
     model_dir = sglang_server.model_dir  # loaded while the server starts
     config, params, tokenizer = load_pretrained(model_dir)
     apply = jax.jit(lambda p, x, t: jax.nn.log_softmax(forward(config, p, x) / t, axis=-1))
@@ -81,49 +83,49 @@ def reference(sglang_server):
             buf[r, : len(seq)] = seq
         return np.asarray(apply(p, jnp.asarray(buf), jnp.float32(temperature)))[: len(seqs)]
 
-    def logprobs(p, rows, temperature=1.0):
-        """log_softmax(logits / T) at each completion token of every (prompt, completion): SGLang's convention."""
-        out = log_softmax(p, [q + c for q, c in rows], temperature)
-        return [[float(out[r, len(q) - 1 + j, t]) for j, t in enumerate(c)] for r, (q, c) in enumerate(rows)]
-
-    def greedy(p, prompts):
-        seqs = [list(q) for q in prompts]
-        for _ in range(STEPS):
-            out = log_softmax(p, seqs)
-            for r, seq in enumerate(seqs):
-                seq.append(int(out[r, len(seq) - 1].argmax()))
-        return [seq[len(q):] for seq, q in zip(seqs, prompts)]
-
-    prompts = [tokenizer.encode(t) for t in TEXTS]
-    return dict(config=config, params=params, tokenizer=tokenizer, prompts=prompts, logprobs=logprobs,
-                greedy=greedy, continuations=greedy(params, prompts), model_dir=model_dir)
+    return dict(config=config, params=params, tokenizer=tokenizer, prompts=[tokenizer.encode(t) for t in TEXTS],
+                log_softmax=log_softmax, model_dir=model_dir)
 
 
 def _engine(url, ref, **kw):
-    return SGLangEngine(url, ref["tokenizer"], model_config=ref["config"], backoff_s=0.05, export_dtype="float32",
-                        **kw)
+    return SGLangEngine(url, ref["tokenizer"], model_config=ref["config"], **{"backoff_s": 0.05,
+                                                                              "export_dtype": "float32", **kw})
 
 
-def _assert_logprobs(out, ref, params, temperature=1.0):
-    rows = [(out.prompt_ids[out.prompt_index[r]], out.completion(r)) for r in range(out.num_samples)]
-    for r, want in enumerate(ref["logprobs"](params, rows, temperature)):
-        np.testing.assert_allclose(out.logprobs[r, : out.lengths[r]], want, atol=1e-4)
+def _assert_policy(out, ref, params, temperature=1.0, greedy=False):
+    """Every row's logprobs are the JAX model's log_softmax(logits / T) at its tokens (SGLang's convention), and
+    with `greedy` every token is the model's most likely one (up to float32 rounding): the rows are its greedy
+    continuations. One forward over all rows."""
+    rows = [out.prompt_ids[out.prompt_index[r]] + out.completion(r) for r in range(out.num_samples)]
+    logp = ref["log_softmax"](params, rows, temperature)
+    for r in range(out.num_samples):
+        start, completion = len(out.prompt_ids[out.prompt_index[r]]) - 1, out.completion(r)
+        at = logp[r, start: start + len(completion)]
+        chosen = at[np.arange(len(completion)), completion]
+        np.testing.assert_allclose(out.logprobs[r, : len(completion)], chosen, atol=1e-4)
+        if greedy:
+            np.testing.assert_array_less(at.max(axis=-1) - chosen, 1e-4)
 
 
 @pytest.mark.slow
 def test_rollouts_are_the_jax_models_greedy_tokens_with_its_logprobs_and_stop_reasons(sglang_server, reference):
-    ref, (first, second) = reference, reference["continuations"]
-    stop = first[1]  # a token early in prompt 0's greedy continuation and absent from prompt 1's first 8
-    assert stop not in second[:8]
-    engine = _engine(sglang_server.url, ref, stop_ids=[ref["tokenizer"].eos_id, stop])
-    out = engine.generate(ref["prompts"], n=2, max_new_tokens=8, temperature=0.0)
-    assert out.prompt_index.tolist() == [0, 0, 1, 1] and out.prompt_ids == ref["prompts"]
-    assert out.finish_reason == ["stop", "stop", "length", "length"]
-    want = [first[: first.index(stop) + 1]] * 2 + [second[:8]] * 2  # a stopped row keeps its stop token
-    assert [out.completion(r) for r in range(4)] == want
-    assert out.texts == [ref["tokenizer"].decode(w) for w in want]
-    _assert_logprobs(out, ref, ref["params"])
-    assert (out.tokens[0, out.lengths[0]:] == engine.pad_id).all()
+    ref, eos = reference, reference["tokenizer"].eos_id
+    engine = _engine(sglang_server.url, ref)
+    out = engine.generate(ref["prompts"], max_new_tokens=STEPS, temperature=0.0)
+    assert out.finish_reason == ["length", "length"] and out.prompt_ids == ref["prompts"]
+    _assert_policy(out, ref, ref["params"], greedy=True)
+    first, second = out.completion(0), out.completion(1)
+    assert out.texts == [ref["tokenizer"].decode(first), ref["tokenizer"].decode(second)]
+    stop = first[1]  # a token early in prompt 0's greedy continuation, absent from prompt 1's
+    assert stop not in second
+    engine.close()
+    engine = _engine(sglang_server.url, ref, stop_ids=[eos, stop])
+    stopped = engine.generate(ref["prompts"], n=2, max_new_tokens=STEPS, temperature=0.0)
+    assert stopped.prompt_index.tolist() == [0, 0, 1, 1]
+    assert stopped.finish_reason == ["stop", "stop", "length", "length"]
+    assert [stopped.completion(r) for r in range(4)] == [first[:2]] * 2 + [second] * 2  # the stop token kept
+    np.testing.assert_allclose(stopped.logprobs[0, :2], out.logprobs[0, :2], atol=1e-5)
+    assert (stopped.tokens[0, 2:] == engine.pad_id).all() and stopped.texts[0] == ref["tokenizer"].decode(first[:2])
     engine.close()
 
 
@@ -133,7 +135,7 @@ def test_samples_are_grouped_prompt_major_with_the_policys_tempered_logprobs(sgl
     out = engine.generate(reference["prompts"], n=3, max_new_tokens=6, temperature=0.7)
     assert out.prompt_index.tolist() == [0, 0, 0, 1, 1, 1] and engine.metrics["chunks"] == 2
     assert len({tuple(out.completion(r)) for r in range(6)}) > 2  # n samples, not n copies
-    _assert_logprobs(out, reference, reference["params"], 0.7)  # each row's own prompt's, at T = 0.7
+    _assert_policy(out, reference, reference["params"], 0.7)  # each row's own prompt's, at T = 0.7
     engine.close()
 
 
@@ -167,8 +169,7 @@ def test_a_row_aborted_by_a_pause_is_sampled_again_once_generation_continues(sgl
     out = result["out"]
     assert engine.metrics["retries"] == 1
     assert out.finish_reason == ["length"] and out.lengths.tolist() == [ABORTED_TOKENS]
-    assert out.completion(0)[:STEPS] == reference["continuations"][1]
-    _assert_logprobs(out, reference, reference["params"])
+    _assert_policy(out, reference, reference["params"], greedy=True)  # all of it, not the aborted part
     engine.close()
 
 
@@ -180,8 +181,8 @@ def test_the_judge_scores_through_sglangs_openai_routes_with_the_verdict_schema(
     task = Task("fever", "medical", prompt, (
         Criterion("fever/0", "Advises giving fluids.", 5.0), Criterion("fever/1", "Mentions paracetamol.", 3.0),
         Criterion("fever/2", "Tells the parent to give aspirin to the child.", -5.0)))
-    with OpenAIJudge(f"{sglang_server.url}/v1", "smollm2", structured_output="json_schema", max_tokens=48,
-                     explanation_max_chars=40, temperature=0.0, timeout_s=120, max_retries=1,
+    with OpenAIJudge(f"{sglang_server.url}/v1", "smollm2", structured_output="json_schema", max_tokens=40,
+                     explanation_max_chars=12, temperature=0.0, timeout_s=120, max_retries=1,
                      max_concurrency=3) as judge:
         m = judge.score(task, ["Give plenty of fluids and paracetamol; see a doctor if it lasts."])
         stats = judge.stats
@@ -217,19 +218,19 @@ def test_a_checkpoint_the_real_server_cannot_load_raises_and_the_old_weights_sta
         engine.update_weights(reference["params"])
     assert httpx.get(f"{sglang_server.url}/model_info", timeout=10).json()["weight_version"] == version
     out = engine.generate(reference["prompts"], max_new_tokens=STEPS, temperature=0.0)  # served, not left paused
-    assert [out.completion(r) for r in range(2)] == reference["continuations"]
+    _assert_policy(out, reference, reference["params"], greedy=True)
     engine.close()
 
 
 @pytest.fixture(scope="module")
 def serve_py(sglang_server, tmp_path_factory):
     """launch/serve.py (the JAX engine behind SGLang's native API) serving the same directory, with the real
-    server's context length; its URL."""
+    server's context length, padding every call to 4 rows (one compile for every request below); its URL."""
     model_dir = sglang_server.model_dir
     port = cpu_server.free_port()
     log = open(tmp_path_factory.mktemp("serve_py") / "serve.log", "w+")
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "launch", "serve.py"), f"--model={model_dir}",
-                             f"--port={port}", "--context_length=2048", "--prompt_bucket=16"],
+                             f"--port={port}", "--context_length=2048", "--prompt_bucket=16", "--min_batch=4"],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -264,23 +265,26 @@ def _load(url, path, version):
 @pytest.mark.slow
 def test_weight_updates_move_the_real_server_and_serve_py_together_with_version_checks(sglang_server, serve_py,
                                                                                       reference, tmp_path, restore):
-    engine = _engine([sglang_server.url, serve_py], reference, weights_dir=str(tmp_path), chunk_rows=1)
+    # The stop ids of the comparison below: serve.py samples both tests' rows with one compiled program.
+    stop_ids = [reference["tokenizer"].eos_id, reference["config"].vocab_size - 1]
+    engine = _engine([sglang_server.url, serve_py], reference, weights_dir=str(tmp_path), chunk_rows=1,
+                     stop_ids=stop_ids, export_dtype="bfloat16")
     assert engine.expected_version == "default"  # both as started (the tests that move them put them back)
     before = engine.generate(reference["prompts"], max_new_tokens=STEPS, temperature=0.0)
-    assert [before.completion(r) for r in range(2)] == reference["continuations"]
-    new = jax.tree.map(lambda a: a * 1.05, reference["params"])
+    _assert_policy(before, reference, reference["params"], greedy=True)
+    # bfloat16 values, exported as bfloat16 (half the bytes to write): the servers load exactly these weights.
+    new = jax.tree.map(lambda a: (a * 1.05).astype(jnp.bfloat16).astype(jnp.float32), reference["params"])
     engine.update_weights(new)
     for url in (sglang_server.url, serve_py):
         assert httpx.get(f"{url}/model_info", timeout=10).json()["weight_version"] == "1"
     assert os.listdir(tmp_path) == ["v000001"]
     after = engine.generate(reference["prompts"], max_new_tokens=STEPS, temperature=0.0)
-    assert [after.completion(r) for r in range(2)] == reference["greedy"](new, reference["prompts"])
+    _assert_policy(after, reference, new, greedy=True)
     assert after.tokens.tolist() != before.tokens.tolist()
-    _assert_logprobs(after, reference, new)
     for url in (sglang_server.url, serve_py):  # both servers moved by someone else: every row is refused
         _load(url, str(tmp_path / "v000001"), "7")
     with pytest.raises(SGLangError, match="weight version '7', expected '1'"):
-        engine.generate(reference["prompts"], max_new_tokens=2, temperature=0.0)
+        engine.generate(reference["prompts"], max_new_tokens=STEPS, temperature=0.0)
     engine.close()
     _load(serve_py, sglang_server.model_dir, "default")
 
@@ -324,7 +328,7 @@ def _shape(value):
 
 
 def _same_row(real, ours):
-    """Two /generate rows agree in every field a client reads (logprobs to 1e-4, float32 on both sides)."""
+    """Two /generate rows agree in every field a client reads (logprobs to 1e-4, float32 on both sides); True."""
     assert set(real) == set(ours) == {"text", "output_ids", "meta_info"}
     assert real["output_ids"] == ours["output_ids"] and real["text"] == ours["text"]
     a, b = real["meta_info"], ours["meta_info"]
@@ -338,6 +342,7 @@ def _same_row(real, ours):
                                        np.array([lp for lp, _, _ in b[key]], float), atol=1e-4)
     for key in ("e2e_latency", "cached_tokens"):
         assert isinstance(a[key], (int, float)) and isinstance(b[key], (int, float))
+    return True
 
 
 @pytest.mark.slow
@@ -380,25 +385,28 @@ def test_serve_py_answers_the_projects_requests_as_the_real_server_does(sglang_s
     for path in ("/get_weight_version", "/get_load", "/no_such_route"):
         same("GET", path, 404, compare=lambda a, b: a == b == {"detail": "Not Found"})
 
-    # /generate as SGLangEngine and the spec's clients send it: every row agrees.
+    # /generate as SGLangEngine and the spec's clients send it: every row agrees. Every request generates STEPS
+    # tokens with two stop ids (the EOS and one more): one compiled sampler in serve.py.
     p0, p1 = reference["prompts"]
-    stop = reference["continuations"][0][1]
-    greedy = {"temperature": 0, "max_new_tokens": 4}
+    greedy = {"temperature": 0, "max_new_tokens": STEPS, "stop_token_ids": [reference["config"].vocab_size - 1]}
+    real, _ = same("POST", "/generate", json={"input_ids": p0, "rid": "one", "return_logprob": True,
+                                              "sampling_params": greedy}, compare=_same_row)
+    stop = real["output_ids"][1]
+    answers = []
     for body in [
-        {"input_ids": p0, "rid": "one", "return_logprob": True, "sampling_params": greedy},
         {"input_ids": [p0, p1], "rid": ["a", "b"], "return_logprob": True, "logprob_start_len": 0,
          "sampling_params": dict(greedy, stop_token_ids=[stop])},
-        {"input_ids": [p0, p1], "rid": "r", "return_logprob": True, "sampling_params": [greedy, greedy]},
         {"text": TEXTS[0], "rid": "t", "sampling_params": dict(greedy, stop_token_ids=[stop], no_stop_trim=True)},
-        {"input_ids": p1, "text": "input_ids win", "rid": "both", "sampling_params": greedy},
-        {"input_ids": p0 + [7042, 30], "rid": "score", "return_logprob": True, "logprob_start_len": len(p0) - 1,
-         "sampling_params": {"max_new_tokens": 0}},
+        {"input_ids": [p0, p1], "text": ["input_ids", "win"], "rid": "r", "sampling_params": [greedy, greedy]},
+        {"input_ids": p0 + real["output_ids"][:2], "rid": "score", "return_logprob": True,
+         "logprob_start_len": len(p0) - 1, "sampling_params": {"max_new_tokens": 0}},
     ]:
-        real, ours = same("POST", "/generate", json=body, compare=lambda a, b: type(a) is type(b))
-        for a, b in zip(*(x if isinstance(x, list) else [x] for x in (real, ours))):
+        answers.append(same("POST", "/generate", json=body, compare=lambda a, b: type(a) is type(b)))
+        for a, b in zip(*(x if isinstance(x, list) else [x] for x in answers[-1])):
             _same_row(a, b)
-    rows, _ = same("POST", "/generate", json={"input_ids": [p0, p1], "rid": "s", "sampling_params":
-                                              {"max_new_tokens": 2, "n": 2}}, compare=lambda a, b: len(a) == len(b))
+    assert [row["meta_info"]["id"] for row in answers[2][1]] == ["r_0", "r_1"]
+    rows, _ = same("POST", "/generate", json={"input_ids": [p0, p1], "rid": "s", "sampling_params": dict(
+        greedy, temperature=1.0, n=2)}, compare=lambda a, b: len(a) == len(b))
     assert [r["meta_info"]["prompt_tokens"] for r in rows] == [len(p0), len(p0), len(p1), len(p1)]
     assert not any(r["meta_info"]["id"].startswith("s") for r in rows)  # a string rid with n > 1 is not used
 
@@ -424,9 +432,8 @@ def test_serve_py_answers_the_projects_requests_as_the_real_server_does(sglang_s
     assert (real.status_code, ours.status_code) == (200, 400)
     real, ours = both("POST", "/generate", json={"input_ids": [p0, p1], "sampling_params": [greedy]})
     assert (real.status_code, ours.status_code) == (500, 400)
-    for _ in range(2):  # the second time, SGLang finds the prompt in its radix cache
-        real, ours = both("POST", "/generate", json={"input_ids": p0, "sampling_params": greedy})
-    assert real.json()["meta_info"]["cached_tokens"] > 0 == ours.json()["meta_info"]["cached_tokens"]
+    real, ours = answers[1]  # p0 again (as text): SGLang found it in its radix cache
+    assert real["meta_info"]["cached_tokens"] > 0 == ours["meta_info"]["cached_tokens"]
     for method, path in (("GET", "/v1/loads"), ("POST", "/release_memory_occupation")):
         real, ours = both(method, path, json={})
         assert (real.status_code, ours.status_code) == (200, 404)
