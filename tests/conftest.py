@@ -238,8 +238,8 @@ def llama_server(smollm2_path):
 @pytest.fixture(scope="session")
 def sglang_server(tmp_path_factory):
     """SGLang serving SmolLM2-135M-Instruct from `model_dir`, an HF directory this project exported from the GGUF.
-    The fixture returns while the server starts (it takes ~30-50 s): `url` waits until it is healthy. A missing
-    SGLang environment is a failure, not a skip."""
+    The fixture returns while the server starts (25-75 s, the machine quiet to busy): `url` waits until it is
+    healthy. A missing SGLang environment is a failure, not a skip."""
     sys.path.insert(0, REPO)
     from third_party.sglang import cpu_server
 
