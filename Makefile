@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast install clean
+.PHONY: demo test test-fast install sglang-env clean
 
 # llama.cpp (the dev extra's OpenAI-compatible test server) is compiled on install. On x86-64 it is built for
 # x86-64-v3 (AVX2, FMA, F16C) instead of -march=native: on a CPU with AMX, a native build routes SmolLM2's Q4_1
@@ -25,18 +25,36 @@ $(STAMP): setup.py Makefile
 
 install: $(STAMP)
 
+# The real SGLang server for the tests (third_party/sglang/cpu_server.py), in its own environment: its pins (torch
+# 2.14.1 with CUDA) cannot share .venv. Every package is pinned in the lock file and installed without resolving
+# dependencies; the environment is rebuilt from scratch only when the lock changes.
+SGLANG_VENV  := .venv-sglang
+SGLANG_PIP   := $(SGLANG_VENV)/bin/python -m pip
+SGLANG_LOCK  := third_party/sglang/requirements-cpu.txt
+SGLANG_STAMP := $(SGLANG_VENV)/.installed
+
+$(SGLANG_STAMP): $(SGLANG_LOCK)
+	rm -rf $(SGLANG_VENV)
+	python3 -m venv $(SGLANG_VENV)
+	# CPU torch first and pinned, as in .venv.
+	$(SGLANG_PIP) install torch==2.13.0
+	$(SGLANG_PIP) install --no-deps -r $(SGLANG_LOCK)
+	touch $(SGLANG_STAMP)
+
+sglang-env: $(SGLANG_STAMP)
+
 demo: $(STAMP)
 	$(PY) launch/demo.py
 
 # Two workers (pytest-xdist): much of the suite is single-threaded compiling and Python, so two processes use two
 # cores where one does not. malloc on transparent huge pages, as the launch scripts run (harnessrl_jax/cli.py): far
 # fewer page faults.
-test: $(STAMP)
+test: $(STAMP) $(SGLANG_STAMP)
 	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 --dist loadgroup tests
 
-# The same suite without the end-to-end tests marked slow.
+# The same suite without the end-to-end tests marked slow (the real SGLang server's among them).
 test-fast: $(STAMP)
 	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow" tests
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) $(SGLANG_VENV) *.egg-info

@@ -26,6 +26,8 @@ flags.DEFINE_bool("deterministic", False, "Honour sampling_seed (SGLang's --enab
 flags.DEFINE_integer("context_length", 0, "Context length (0: the model's).")
 flags.DEFINE_integer("prompt_bucket", 64, "Prompts are padded to a multiple of this, shorter ones to a multiple "
                      "of 16 (one compile per bucket).")
+flags.DEFINE_integer("min_batch", 1, "Calls with fewer rows pad up to this many (a power of two), so they run the "
+                     "program of a bigger call instead of compiling their own.")
 flags.DEFINE_list("stop_ids", [], "Stop token ids besides the tokenizer's EOS (required without a tokenizer).")
 flags.DEFINE_integer("pad_id", -1, "Padding id when the model has no tokenizer (-1: the first stop id).")
 flags.DEFINE_string("compute_dtype", "", "Override the compute dtype (float32, bfloat16).")
@@ -49,7 +51,7 @@ def main(argv):
         stop_ids = [tokenizer.eos_id] + [s for s in stop_ids if s != tokenizer.eos_id]
     pad_id = FLAGS.pad_id if FLAGS.pad_id >= 0 else (stop_ids[0] if tokenizer is None else tokenizer.pad_id)
     engine = JaxEngine(config, params, tokenizer, stop_ids=stop_ids, pad_id=pad_id, prompt_bucket=FLAGS.prompt_bucket,
-                       max_context=FLAGS.context_length or None)
+                       max_context=FLAGS.context_length or None, min_batch=FLAGS.min_batch)
     server = NativeServer(engine, host=FLAGS.host, port=FLAGS.port, model_path=os.path.abspath(FLAGS.model)
                           if os.path.exists(FLAGS.model) else FLAGS.model, weight_version=FLAGS.weight_version,
                           deterministic=FLAGS.deterministic)

@@ -5,6 +5,9 @@ Compiled programs are cached on disk (JAX's persistent compilation cache, in the
 by the launch scripts the tests start as subprocesses), so a shape compiled once is not compiled again by a later
 test, a later session or another clone on the same machine.
 
+`sglang_server`: the real SGLang server (third_party/sglang/cpu_server.py, in the environment `make sglang-env`
+builds) serving SmolLM2 as this project exports it, started once per session by the first test that asks for it.
+
 `llama_server`: a real OpenAI-compatible server (llama.cpp through llama-cpp-python serving the SmolLM2 GGUF) for
 the HTTP judge and evolver-model tests, started once per session on a free loopback port, only by tests that ask
 for it, and stopped after. A missing llama-cpp-python is a test failure, not a skip: CI installs it through
@@ -56,7 +59,7 @@ def pytest_configure(config):
 # Session fixtures that cost tens of seconds (a real model loaded, a model server started, a run trained). Under
 # pytest-xdist each worker builds its own copy of a session fixture, so the tests that use one (or share a test with
 # one that does) are kept on one worker (`make test` runs `--dist loadgroup`) and each is built once per run.
-SHARED_FIXTURES = ("smollm2", "hf_smollm2", "llama_server", "letters_run", "harnessrl_run")
+SHARED_FIXTURES = ("smollm2", "hf_smollm2", "llama_server", "letters_run", "harnessrl_run", "sglang_server")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the marks
@@ -230,3 +233,40 @@ def llama_server(smollm2_path):
             proc.wait()
         log.close()
         os.unlink(log.name)
+
+
+@pytest.fixture(scope="session")
+def sglang_server(tmp_path_factory):
+    """SGLang serving SmolLM2-135M-Instruct from `model_dir`, an HF directory this project exported from the GGUF.
+    The fixture returns while the server starts (25-75 s, the machine quiet to busy): `url` waits until it is
+    healthy. A missing SGLang environment is a failure, not a skip."""
+    sys.path.insert(0, REPO)
+    from third_party.sglang import cpu_server
+
+    try:
+        cpu_server.check_installed()
+    except FileNotFoundError as e:
+        pytest.fail(str(e), pytrace=False)
+    from harnessrl_jax.models import load_pretrained
+    from harnessrl_jax.models.export import export_hf
+
+    root = tmp_path_factory.mktemp("sglang")
+    config, params, tokenizer = load_pretrained("smollm2-135m-instruct")
+    model_dir = export_hf(config, params, str(root / "smollm2"), tokenizer)
+    del params
+    with cpu_server.running(model_dir, str(root / "server.log"), wait=False) as server:
+        yield _WhenHealthy(server)
+
+
+class _WhenHealthy:
+    """A starting cpu_server.Server whose `url` waits for it (a start-up failure fails the test that asks)."""
+
+    def __init__(self, server):
+        self._server, self.model_dir = server, server.model_path
+
+    @property
+    def url(self) -> str:
+        try:
+            return self._server.wait().url
+        except RuntimeError as e:
+            pytest.fail(str(e), pytrace=False)

@@ -4,15 +4,20 @@ It lets `SGLangEngine` be tested against a real HTTP server on a CPU machine, an
 client written for SGLang (`launch/serve.py`). What it reproduces, from SGLang's `http_server.py`, `io_struct.py`
 and `sampling_params.py` (see the sglang spec):
 
-  POST /generate             input_ids (one list or a batch) or text; sampling_params as one dict or one per
-                             prompt; n expanded prompt-major; a single object back for one prompt with n = 1, a
-                             list otherwise; rids suffixed _i; max_new_tokens 128 when omitted; temperature < 1e-6
+  POST /generate             input_ids (one list or a batch) or text (input_ids win when both are sent);
+                             sampling_params as one dict or one per prompt; n expanded prompt-major; a single object
+                             back for one prompt with n = 1, a list otherwise; a string rid suffixed _i for a batch
+                             (ignored, as SGLang does, when n > 1); max_new_tokens 128 when omitted; a prompt
+                             whose length plus max_new_tokens exceeds the context is refused; temperature < 1e-6
                              is greedy with T = 1 logprobs; stop on stop_token_ids and the model's EOS unless
                              ignore_eos; output_token_logprobs as [logprob, id, null] triples (the stop token
-                             included), input_token_logprobs with entry 0 null when logprob_start_len >= 0;
-                             sampling_seed read only when the server is deterministic (then the rows of a request
-                             are sampled from one key derived from all their seeds, so the same request gives the
-                             same rows; SGLang seeds each row alone); bad requests are 400 {"error": {"message"}}.
+                             included), input_token_logprobs with entry 0 null when logprob_start_len >= 0 (an
+                             empty list otherwise); sampling_seed read only when the server is deterministic
+                             (then the rows of a request are sampled from one key derived from all their seeds, so
+                             the same request gives the same rows; SGLang seeds each row alone); bad requests are
+                             400 {"error": {"message"}},
+                             an unknown sampling parameter 400 {"error": "unknown field ..."} and a body that is not
+                             JSON 400 in the OpenAI error shape, each as SGLang 0.5.23 answers them.
   POST /update_weights_from_disk   loads an HF directory with this project's loader; on any failure keeps the
                              old weights and answers 400 {"success": false}; sets weight_version (then in every
                              meta_info and /model_info); waits for the request in flight.
@@ -20,9 +25,12 @@ and `sampling_params.py` (see the sglang spec):
   GET|POST /flush_cache      200 text (400 while a request runs); GET /health, /health_generate;
   GET /model_info, /server_info and their older names /get_model_info, /get_server_info.
 
-Not reproduced: streaming, stop strings, grammars, penalties and min_p (a request that sets them is a 400),
-partial checkpoints, a prefix cache (cached_tokens is 0), aborting a request mid-generation. `inject_faults`
-makes the next /generate calls fail (503, a reset connection, or a hang) for tests of client retries.
+Not reproduced (tests/rollout/test_sglang_server.py lists every difference from the real server): streaming, stop
+strings, grammars, penalties and min_p (a request that sets them is a 400), partial checkpoints and checkpoints of
+other shapes (a 400 here), a prefix cache (cached_tokens is 0), aborting a request mid-generation,
+/release_memory_occupation and /v1/loads. Token ids outside the vocabulary are a 400 here; they stop a real
+SGLang 0.5.23 server's scheduler. `inject_faults` makes the next /generate calls fail (503, a reset connection, or
+a hang) for tests of client retries.
 """
 
 from __future__ import annotations
@@ -58,6 +66,18 @@ _DEFAULT_ONLY = {"min_p": 0.0, "frequency_penalty": 0.0, "presence_penalty": 0.0
 
 class BadRequest(ValueError):
     """A request SGLang would refuse with HTTP 400."""
+
+
+class UnknownField(BadRequest):
+    """A sampling parameter SGLang does not know (its 400 carries the message as a plain string)."""
+
+
+class InvalidBody(BadRequest):
+    """A body SGLang's request validation refuses (its 400 is in the OpenAI error shape)."""
+
+
+def _invalid_body(message: str) -> dict:
+    return {"object": "error", "message": message, "type": "Bad Request", "param": None, "code": 400}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,17 +178,17 @@ class NativeServer:
         try:
             body = json.loads(raw) if raw.strip() else {}
         except json.JSONDecodeError as e:
-            return self._send(handler, 400, {"error": {"message": f"invalid JSON body: {e}"}})
+            return self._send(handler, 400, _invalid_body(f"JSON decode error: {e}"))
         self.requests.append((method, path, body))
         routes = {
             ("POST", "/generate"): self._generate,
             ("POST", "/update_weights_from_disk"): self._update_weights,
             ("POST", "/pause_generation"): self._pause,
             ("POST", "/continue_generation"): self._continue,
-            ("POST", "/abort_request"): lambda b: (200, None),  # requests run to completion here; nothing waits
+            ("POST", "/abort_request"): lambda b: (200, ""),  # requests run to completion here; nothing waits
         }
         for name in ("/health", "/health_generate"):
-            routes[("GET", name)] = lambda b: (200, None)
+            routes[("GET", name)] = lambda b: (200, "")
         for name in ("/model_info", "/get_model_info"):
             routes[("GET", name)] = lambda b: (200, self.model_info())
         for name in ("/server_info", "/get_server_info"):
@@ -191,6 +211,10 @@ class NativeServer:
                 return None
         try:
             status, payload = route(body)
+        except UnknownField as e:
+            status, payload = 400, {"error": str(e)}
+        except InvalidBody as e:
+            status, payload = 400, _invalid_body(str(e))
         except BadRequest as e:
             status, payload = 400, {"error": {"message": str(e)}}
         except Exception as e:  # noqa: BLE001 - a server bug answers 500, as SGLang's would
@@ -212,10 +236,13 @@ class NativeServer:
 
     def model_info(self) -> dict[str, Any]:
         config = self.engine.config
-        return {"model_path": self.model_path, "tokenizer_path": self.model_path, "is_generation": True,
-                "preferred_sampling_params": None, "weight_version": self.weight_version,
-                "has_image_understanding": False, "has_audio_understanding": False,
-                "model_type": config.model_type, "architectures": None}
+        from harnessrl_jax.models.export import hf_config
+
+        return {"model_path": self.model_path, "served_model_name": self.model_path,
+                "tokenizer_path": self.model_path, "is_generation": True, "preferred_sampling_params": None,
+                "weight_version": self.weight_version, "has_image_understanding": False,
+                "has_audio_understanding": False, "model_type": config.model_type,
+                "architectures": hf_config(config, config.param_dtype).get("architectures")}
 
     def server_info(self) -> dict[str, Any]:
         return {"version": VERSION, "model_path": self.model_path, "enable_deterministic_inference":
@@ -240,7 +267,7 @@ class NativeServer:
     def _flush_cache(self, body):
         with self._state:
             if self._running:
-                return 400, "Cache not flushed: requests are running.\n"
+                return 400, "Flush cache failed.\n"
         return 200, "Cache flushed.\nPlease check backend logs for more details. (When there are running or " \
                     "waiting requests, the operation will not be performed.)\n"
 
@@ -262,21 +289,22 @@ class NativeServer:
             dtype = jnp.dtype(self.engine.config.param_dtype)
             self.engine.update_weights(jax.tree.map(lambda a: jnp.asarray(a, dtype), params))
             self.model_path = path
+            message = "Succeeded to update model weights."
             if body.get("weight_version") is not None:
                 self.weight_version = str(body["weight_version"])
-        return 200, {"success": True, "message": f"Succeeded to update model weights. Weight version updated to "
-                                                 f"{self.weight_version}.", "num_paused_requests": 0}
+                message += f" Weight version updated to {self.weight_version}."
+        return 200, {"success": True, "message": message, "num_paused_requests": 0}
 
     # -------------------------------------------------------------------------------------- generation
 
     def _prompts(self, body) -> tuple[list[list[int]], bool]:
         """(prompts, whether the input was a single prompt)."""
-        given = [k for k in ("text", "input_ids", "input_embeds") if body.get(k) is not None]
-        if len(given) != 1:
-            raise BadRequest("Either text, input_ids or input_embeds should be provided (exactly one).")
+        given = [k for k in ("input_ids", "text", "input_embeds") if body.get(k) is not None]
+        if not given:
+            raise BadRequest("Either text, input_ids or input_embeds should be provided.")
         if given[0] == "input_embeds":
             raise BadRequest("input_embeds is not supported by this server")
-        value = body[given[0]]
+        value = body[given[0]]  # SGLang 0.5.23 serves input_ids when text comes too
         if given[0] == "text":
             tokenizer = self.engine.tokenizer
             if tokenizer is None:
@@ -284,8 +312,10 @@ class NativeServer:
             single = isinstance(value, str)
             prompts = [tokenizer.encode(t) for t in ([value] if single else value)]
         else:
-            if not isinstance(value, list) or not value:
-                raise BadRequest("input_ids must be a non-empty list of token ids or of lists of token ids")
+            if isinstance(value, list) and not value:
+                raise BadRequest("input_ids cannot be empty.")
+            if not isinstance(value, list):
+                raise BadRequest("input_ids must be a list of token ids or of lists of token ids")
             single = not isinstance(value[0], list)
             prompts = [value] if single else value
         vocab = self.engine.config.vocab_size
@@ -298,9 +328,10 @@ class NativeServer:
         return prompts, single
 
     def _sampling(self, params: dict, prompt_len: int) -> _Sampling:
-        unknown = set(params) - _SUPPORTED - set(_DEFAULT_ONLY)
+        unknown = sorted(set(params) - _SUPPORTED - set(_DEFAULT_ONLY))
         if unknown:
-            raise BadRequest(f"unknown sampling parameters: {sorted(unknown)}")
+            known = ", ".join(f"`{k}`" for k in sorted(_SUPPORTED | set(_DEFAULT_ONLY)))
+            raise UnknownField(f"unknown field `{unknown[0]}`, expected one of {known}")
         for key, default in _DEFAULT_ONLY.items():
             if params.get(key, default) not in (default, [], ""):
                 raise BadRequest(f"sampling parameter {key}={params[key]!r} is not supported by this server")
@@ -312,9 +343,9 @@ class NativeServer:
         if not 0.0 < top_p <= 1.0:
             raise BadRequest(f"top_p must be in (0, 1], got {top_p}.")
         if top_k < 1 and top_k != -1:
-            raise BadRequest(f"top_k must be -1 (disable), or at least 1, got {top_k}.")
-        if temperature < 0.0:
-            raise BadRequest(f"temperature must be non-negative, got {temperature}.")
+            raise BadRequest(f"top_k must be -1 (disable) or at least 1, got {top_k}.")
+        if not temperature >= 0.0 or temperature == float("inf"):
+            raise BadRequest(f"temperature must be a non-negative finite number, got {params.get('temperature')}.")
         if temperature < 1e-6:  # SGLang: greedy is top-k 1 at T = 1
             temperature, top_k = 0.0, 1
         stop = set(int(t) for t in (params.get("stop_token_ids") or ()))
@@ -323,7 +354,13 @@ class NativeServer:
         seed = params.get("sampling_seed") if self.deterministic else None
         # The engine's top_k 0 means the whole vocabulary; greedy ignores it.
         engine_top_k = 0 if temperature == 0.0 or top_k == -1 else top_k
-        return _Sampling(min(int(max_new), self.context_length - prompt_len), temperature, top_p, engine_top_k,
+        if prompt_len + int(max_new) > self.context_length:
+            raise BadRequest(f"Requested token count exceeds the model's maximum context length of "
+                             f"{self.context_length} tokens. You requested a total of {prompt_len + int(max_new)} "
+                             f"tokens: {prompt_len} tokens from the input messages and {int(max_new)} tokens for the "
+                             f"completion. Please reduce the number of tokens in the input messages or the "
+                             f"completion to fit within the limit.")
+        return _Sampling(int(max_new), temperature, top_p, engine_top_k,
                          tuple(sorted(stop)),
                          bool(params.get("skip_special_tokens", True)), bool(params.get("no_stop_trim", False)),
                          None if seed is None else int(seed))
@@ -331,9 +368,13 @@ class NativeServer:
     def _generate(self, body):
         prompts, single = self._prompts(body)
         params = body.get("sampling_params") or {}
+        if not isinstance(params, (dict, list)) or isinstance(params, list) and not all(
+                isinstance(p, dict) for p in params):
+            raise InvalidBody(f"sampling_params: Input should be a valid dictionary or a list of them, got "
+                              f"{params!r}")
         per_prompt = params if isinstance(params, list) else [params] * len(prompts)
-        if len(per_prompt) != len(prompts) or not all(isinstance(p, dict) for p in per_prompt):
-            raise BadRequest("sampling_params must be one object or one per prompt")
+        if len(per_prompt) != len(prompts):
+            raise BadRequest(f"sampling_params has {len(per_prompt)} entries for {len(prompts)} prompts")
         ns = {int(p.get("n", 1)) for p in per_prompt}
         if len(ns) != 1:
             raise BadRequest("The parallel_sample_num should be the same for all samples in sample params.")
@@ -345,6 +386,8 @@ class NativeServer:
                 raise BadRequest(f"Cannot use list {key} with parallel_sample_num > 1")
         rows = [(i, j) for i in range(len(prompts)) for j in range(n)]  # prompt-major, as SGLang returns them
         rid = body.get("rid")
+        if n > 1 and isinstance(rid, str):
+            rid = None  # SGLang 0.5.23 gives every sample a fresh id then
         rids = self._rids(rid, len(rows), single and n == 1)
         want = _per_row(body.get("return_logprob", False), prompts, n)
         start = _per_row(body.get("logprob_start_len", -1), prompts, n)
@@ -373,12 +416,14 @@ class NativeServer:
             shown = tokens[:-1] if stopped and not s.no_stop_trim else tokens
             tokenizer = self.engine.tokenizer
             meta = {"id": rids[r], "finish_reason": finish, "prompt_tokens": len(prompts[i]),
-                    "completion_tokens": len(tokens), "cached_tokens": 0, "weight_version": self.weight_version,
-                    "e2e_latency": latency}
+                    "weight_version": self.weight_version, "num_retractions": 0, "reasoning_tokens": 0,
+                    "completion_tokens": len(tokens), "cached_tokens": 0,
+                    "weight_versions": [{"version": self.weight_version, "start": 0, "end": len(tokens)}],
+                    "cached_tokens_details": None, "dp_rank": None, "e2e_latency": latency}
             if want[r]:
+                meta["input_token_logprobs"] = inputs.get(r, [])
                 meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(logprobs, tokens)]
-                if r in inputs:
-                    meta["input_token_logprobs"] = inputs[r]
+                meta["output_token_logprobs_length"] = len(tokens)
             items.append({"text": tokenizer.decode(shown, s.skip_special_tokens) if tokenizer is not None else "",
                           "output_ids": tokens, "meta_info": meta})
         return 200, items[0] if single and n == 1 else items
@@ -391,8 +436,11 @@ class NativeServer:
             base = uuid.uuid4().hex
             return [base] if single else [f"{base}_{r}" for r in range(count)]
         if isinstance(rid, list):
-            if len(rid) != count or len(set(rid)) != count:
-                raise BadRequest("rid list must have one unique entry per request")
+            if len(rid) != count:
+                raise BadRequest("The specified rids length mismatch with the batch_size for batch processing.")
+            if len(set(rid)) != count:
+                duplicates = sorted({r for r in rid if rid.count(r) > 1})
+                raise BadRequest(f"Duplicate request IDs detected within the request: {duplicates}")
             return [str(r) for r in rid]
         return [str(rid)] if single else [f"{rid}_{r}" for r in range(count)]
 

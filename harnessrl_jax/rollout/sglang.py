@@ -202,7 +202,9 @@ class SGLangEngine:
     def generate(self, prompts, n: int = 1, *, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
                  top_k: int = 0, seed: int = 0) -> Rollouts:
         """n samples of every prompt from the servers; see `Rollouts` and the module docstring."""
-        prompt_ids = checked_prompts(prompts, self.tokenizer, n=n, max_new_tokens=max_new_tokens, top_p=top_p)
+        # Ids outside the vocabulary are refused here: they stop a real SGLang 0.5.23 server's scheduler.
+        prompt_ids = checked_prompts(prompts, self.tokenizer, n=n, max_new_tokens=max_new_tokens, top_p=top_p,
+                                     vocab_size=getattr(self.model_config, "vocab_size", None))
         if _process_count() > 1:
             return _broadcast(self._generate(prompt_ids, n, max_new_tokens, temperature, top_p, top_k, seed)
                               if self._leader else None)

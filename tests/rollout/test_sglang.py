@@ -1,20 +1,18 @@
-"""SGLangEngine against real HTTP servers speaking SGLang's native API: the JAX engine behind rollout/server.py (in
-this process) and launch/serve.py (a subprocess), with a tiny random Qwen3.5 policy. The in-process JaxEngine on the
-same weights is the reference for every rollout."""
+"""SGLangEngine against the stand-in (rollout/server.py: the JAX engine behind SGLang's native API, in this process)
+with a tiny random Qwen3.5 policy, for what the real server (test_sglang_server.py) cannot be made to show: the exact
+requests the engine sends, injected faults, a deterministic server, old checkpoints deleted, two jax.distributed
+processes. The in-process JaxEngine on the same weights is the reference for every rollout."""
 
 import os
 import socket
 import subprocess
 import sys
 
-import httpx
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from harnessrl_jax.models import forward, init_params, preset_config
-from harnessrl_jax.models.export import export_hf
+from harnessrl_jax.models import init_params, preset_config
 from harnessrl_jax.rollout import JaxEngine, SGLangEngine, SGLangError
 from harnessrl_jax.rollout.server import NativeServer
 
@@ -77,7 +75,7 @@ def _repeat(rollouts, n):
                               [t for t in rollouts.texts for _ in range(n)])
 
 
-def test_greedy_rollouts_equal_the_in_process_engine_token_for_token(policy, servers):
+def test_the_engine_sends_every_sampling_setting_and_spreads_chunks_over_the_servers(policy, servers):
     client = _client(servers, chunk_rows=3)  # 6 rows: two chunks, spread over the two servers
     got = _greedy(client, n=2)
     _assert_same(got, _repeat(_greedy(_engine(policy)), 2))
@@ -87,23 +85,6 @@ def test_greedy_rollouts_equal_the_in_process_engine_token_for_token(policy, ser
     assert body["return_logprob"] is True and body["logprob_start_len"] == -1
     assert body["sampling_params"] == {"max_new_tokens": 8, "temperature": 0.0, "top_p": 1.0, "top_k": -1,
                                        "stop_token_ids": [STOP], "skip_special_tokens": True, "no_stop_trim": False}
-    client.close()
-
-
-def test_samples_are_grouped_prompt_major_with_the_policy_logprobs(policy, servers):
-    client = _client(servers, chunk_rows=3)
-    out = client.generate(PROMPTS, n=3, max_new_tokens=8, temperature=1.5)
-    assert out.tokens.shape == (9, 8) and out.prompt_index.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
-    assert len({tuple(out.completion(r)) for r in range(9)}) > 3  # n samples, not n copies
-    rows = np.zeros((9, 16), np.int32)  # each row's prompt and completion, right-padded: one forward
-    for r in range(9):
-        seq = PROMPTS[out.prompt_index[r]] + out.completion(r)
-        rows[r, : len(seq)] = seq
-    logp = np.asarray(jax.nn.log_softmax(forward(CONFIG, policy, jnp.asarray(rows)) / 1.5, axis=-1))
-    for r in range(9):  # a row's logprobs are its own prompt's: the grouping is right
-        p, completion = len(PROMPTS[out.prompt_index[r]]), out.completion(r)
-        want = [logp[r, p - 1 + j, t] for j, t in enumerate(completion)]
-        np.testing.assert_allclose(out.logprobs[r, : len(completion)], want, atol=1e-4)
     client.close()
 
 
@@ -143,17 +124,6 @@ def test_update_weights_moves_every_server_and_changes_the_outputs(policy, serve
     client.close()
 
 
-def test_an_update_the_server_rejects_raises_and_keeps_the_old_weights(policy, servers, tmp_path):
-    other = CONFIG.replace(intermediate_size=64)  # a checkpoint whose shapes the servers do not serve
-    client = _client(servers, model_config=other, weights_dir=str(tmp_path), export_dtype="float32")
-    before = _greedy(client)
-    with pytest.raises(SGLangError, match="update_weights_from_disk: HTTP 400: Failed to update weights"):
-        client.update_weights(init_params(other, jax.random.PRNGKey(2)))
-    assert [s.weight_version for s in servers] == ["default", "default"]
-    _assert_same(_greedy(client), before)  # the old weights, and the servers not left paused
-    client.close()
-
-
 def test_transient_failures_are_retried_on_another_server(policy, servers):
     want = _repeat(_greedy(_engine(policy)), 2)
     client = _client(servers, chunk_rows=3, max_retries=4, timeout_s=5.0)
@@ -175,62 +145,10 @@ def test_transient_failures_are_retried_on_another_server(policy, servers):
     client.close()
 
 
-def test_the_stand_in_answers_in_sglangs_shapes(policy, servers):
-    url = servers[0].url
-    http = httpx.Client(timeout=120.0)  # a first request compiles its batch shape
-    one = http.post(f"{url}/generate", json={"input_ids": PROMPTS[0], "rid": "a", "return_logprob": True,
-                                              "sampling_params": {"max_new_tokens": 8, "temperature": 0}}).json()
-    assert isinstance(one, dict) and one["meta_info"]["id"] == "a"
-    ids, finish = one["output_ids"], one["meta_info"]["finish_reason"]
-    assert finish == ({"type": "stop", "matched": STOP} if ids[-1] == STOP else {"type": "length", "length": 8})
-    assert [t for _, t, _ in one["meta_info"]["output_token_logprobs"]] == ids
-    assert one["meta_info"]["weight_version"] == "default" and one["meta_info"]["prompt_tokens"] == 4
-    many = http.post(f"{url}/generate", json={"input_ids": PROMPTS[:2], "rid": "b", "return_logprob": True,
-                                               "logprob_start_len": 0,
-                                               "sampling_params": {"max_new_tokens": 8, "n": 2}}).json()
-    assert [m["meta_info"]["id"] for m in many] == ["b_0", "b_1", "b_2", "b_3"]
-    inputs = many[2]["meta_info"]["input_token_logprobs"]
-    assert inputs[0] == [None, PROMPTS[1][0], None] and len(inputs) == len(PROMPTS[1])
-    assert http.get(f"{url}/get_model_info").json()["weight_version"] == "default"
-    assert http.get(f"{url}/server_info").json()["enable_deterministic_inference"] is False
-    for bad, message in [({"input_ids": PROMPTS[0], "sampling_params": {"top_p": 0}}, "top_p"),
-                         ({"input_ids": PROMPTS[0], "sampling_params": {"top_k": 0}}, "top_k"),
-                         ({"input_ids": PROMPTS[0], "sampling_params": {"max_new_tokens": -1}}, "max_new_tokens"),
-                         ({"input_ids": PROMPTS[0], "text": "hi"}, "exactly one"),
-                         ({"input_ids": PROMPTS[:2], "sampling_params": [{"n": 1}, {"n": 2}]}, "parallel_sample_num"),
-                         ({"input_ids": PROMPTS[0], "sampling_params": {"min_p": 0.1}}, "min_p")]:
-        r = http.post(f"{url}/generate", json=bad)
-        assert r.status_code == 400 and message in r.json()["error"]["message"], (bad, r.text)
-    http.close()
-
-
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def test_serve_py_serves_the_policy_to_sglang_engine(policy, tmp_path):
-    export_hf(CONFIG.replace(model_type="qwen3_5_text"), policy, str(tmp_path / "policy"))
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "launch", "serve.py"), f"--model={tmp_path / 'policy'}",
-         f"--port={port}", f"--stop_ids={STOP}", "--pad_id=0", "--prompt_bucket=16", "--weight_version=0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
-    try:
-        client = SGLangEngine(f"http://127.0.0.1:{port}", stop_ids=[STOP], pad_id=0, startup_timeout_s=120,
-                              model_config=CONFIG, weights_dir=str(tmp_path / "weights"), export_dtype="float32")
-        _assert_same(_greedy(client), _greedy(_engine(policy)))
-        client.update_weights(_params(1))
-        _assert_same(_greedy(client), _greedy(_engine(_params(1))))
-        client.close()
-    except Exception:
-        proc.terminate()
-        print(proc.communicate(timeout=30)[0][-3000:])
-        raise
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def multihost_worker(process_id: int, port: int, url: str, weights_dir: str, out: str) -> None:
