@@ -41,6 +41,8 @@ setup(
         "rouge-score==0.1.2",
         # Rubric-Mix-10k's RaR and RubricHub sources are parquet files.
         "pyarrow>=14",
+        # Statistics: the run-level t interval and Spearman's rho (eval.stats, eval.arm_tables).
+        "scipy>=1.11",
     ],
     # lm-eval versions that read plugin entry points find the adapter here.
     entry_points={"lm_eval.models": ["harnessrl_jax = harnessrl_jax.eval.lm_eval:HarnessrlJaxLM"]},

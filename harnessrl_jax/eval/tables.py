@@ -2,7 +2,6 @@
 
     stats = run_stats("runs/compare/harnessrl-s0")              from metrics.jsonl, harness.jsonl (and eval.json)
     rows = method_table({"grpo": [dirs...], "harnessrl": [dirs...]})   mean and range over seeds per statistic
-    rows = compare_rows(json.load(open("runs/compare/compare.json")))  held-out scores with paired intervals
     print(markdown(rows))
 
 The other artefacts: `ood_rows` (OOD per method over seeds), `process_stats` / `process_rows` (the training-process
@@ -186,18 +185,6 @@ def method_table(runs: Mapping[str, Sequence[str]], keys: Sequence[str] = (
             row[m] = {"mean": float(v.mean()), "min": float(v.min()), "max": float(v.max()), "n": int(v.size)} \
                 if v.size else None
         rows.append(row)
-    return rows
-
-def compare_rows(compare: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The held-out table of launch/compare.py's compare.json: per score, each method's mean and the paired
-    difference with its 95% interval."""
-    methods = list(compare["steps_to_best"])
-    rows = []
-    for key in ("final/seed_rubric", "final/oracle", "best/seed_rubric", "best/oracle"):
-        r = compare[key]
-        rows.append({"score": key, **{m: r[m] for m in methods},
-                     "diff": r["diff"], "ci95": [r["ci_low"], r["ci_high"]]})
-    rows.append({"score": "steps to best", **{m: compare["steps_to_best"][m] for m in methods}})
     return rows
 
 def _cell(v: Any) -> str:
