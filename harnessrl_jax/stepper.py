@@ -286,16 +286,19 @@ class Stepper:
                                                               if k.startswith(f"actions/{verdict}/{iface}/")))
             out[f"actions/noop/{iface}"] = float(counts.pop(f"actions/noop/{iface}", 0))
         out.update({k: float(v) for k, v in counts.items()})
-        # <reference> fields accepted this step, and how many of them donors supplied (the paper's 58%).
+        # <reference> fields accepted this step, and how many of them donors supplied (the paper's 58%): every
+        # mounted one counts, also a model-written one that quotes no record it was shown (source None).
         refs = [e.candidate.reference_source for e in result.log
-                if e.verdict == Verdict.ACCEPTED and e.candidate is not None and e.candidate.reference_source]
+                if e.verdict == Verdict.ACCEPTED and e.candidate is not None
+                for a in e.candidate.actions if a.op == "add_field" and a.field == "reference"]
         out["guidance/reference_fields_added"] = float(len(refs))
         out["guidance/reference_fields_from_donors"] = float(sum(r == "donor" for r in refs))
-        # Guidance as this step's rollouts saw it, and as the next step will.
+        # Guidance as this step's rollouts saw it, and as the next step will (means and shares over all tasks).
         n = H_next.num_tasks
         mounted = H_next.guidance.mounted()
         out["guidance/fields_per_task"] = float(mounted.sum() / n)
         out["guidance/tasks_with_fields"] = float(mounted.any(axis=1).mean())
+        out["guidance/tasks_without_fields"] = 1.0 - out["guidance/tasks_with_fields"]
         out["guidance/fields_per_drawn_task"] = float(np.mean([H.guidance.count(i) for i in idx]))
         out["guidance/guided_groups"] = float(sum(groups.guided))
         out["guidance/shortened"] = float(sum(groups.shortened))

@@ -257,28 +257,39 @@ def ood_rows(runs: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
     return rows
 
 def process_stats(workdir: str, *, window: int = 100, unguided_step: int | None = None) -> dict[str, Any]:
-    """A run's training-process statistics (the paper's process figures) from metrics.jsonl and harness.jsonl:
-    guidance_peak and guidance_peak_step (the largest mean number of guidance fields per task), unguided_share
-    (tasks with no field, at `unguided_step` or the last step), rubric_updates per `window` steps (accepted rubric
-    actions; creates counted apart), downweighted_share (last step), acceptance_with_evidence /
-    acceptance_without_evidence (accepted over measured candidates, by whether they cited evidence),
-    donor_share (mean over steps, when logged) and reversal_rate (last step)."""
+    """A run's training-process statistics (the paper's process figures) from metrics.jsonl, harness.jsonl and the
+    record store (<workdir>/memory), with no launch:
+
+    - guidance: `guidance_curve` (per metrics step: fields per task, mean over all tasks, and the share of tasks
+      without a field), its peak `guidance_peak` at `guidance_peak_step`, and `unguided_share` at `unguided_step`
+      (default: the last step);
+    - `rubric_updates` per `window` steps (accepted rubric actions; creates counted apart);
+    - `acceptance_with_evidence` / `acceptance_without_evidence`: accepted over measured candidates, by whether the
+      candidate is built from retrieved evidence (harness.jsonl `used_evidence`; lines written before it existed
+      are left out, since their `with_evidence` meant citing any record);
+    - `donor_share` (of the accepted <reference> fields, when logged), `downweighted_share` (last step);
+    - reversals from the store: `reversal_windows` (per `window` steps of the accepting step: accepted, reversed,
+      rate, open), `reversal_rate_first` / `reversal_rate_last` (the first and last window) and `reversal_rate`
+      overall; NaN for a run without a store."""
     metrics = read_jsonl(os.path.join(workdir, "metrics.jsonl"))
     records = read_jsonl(os.path.join(workdir, "harness.jsonl"))
     out: dict[str, Any] = {"steps": len(metrics)}
-    fields = [(m["step"], m.get(KEYS["guidance_fields"])) for m in metrics
-              if isinstance(m.get(KEYS["guidance_fields"]), (int, float))]
-    if fields:
-        step, peak = max(fields, key=lambda x: (x[1], -x[0]))
-        out["guidance_peak"], out["guidance_peak_step"] = float(peak), int(step)
+    curve = [{"step": int(m["step"]), "fields_per_task": float(m[KEYS["guidance_fields"]]),
+              "tasks_without_fields": 1.0 - float(m[KEYS["tasks_with_fields"]])
+              if isinstance(m.get(KEYS["tasks_with_fields"]), (int, float)) else math.nan}
+             for m in metrics if isinstance(m.get(KEYS["guidance_fields"]), (int, float))]
+    out["guidance_curve"] = curve
+    if curve:
+        peak = max(curve, key=lambda x: (x["fields_per_task"], -x["step"]))
+        out["guidance_peak"], out["guidance_peak_step"] = peak["fields_per_task"], peak["step"]
     at = [m for m in metrics if unguided_step is None or m["step"] == unguided_step]
     if at and isinstance(at[-1].get(KEYS["tasks_with_fields"]), (int, float)):
         out["unguided_share"] = 1.0 - float(at[-1][KEYS["tasks_with_fields"]])
         out["unguided_step"] = int(at[-1]["step"])
     if metrics:
         out["downweighted_share"] = float(metrics[-1].get(KEYS["downweighted_share"], math.nan))
-        out["reversal_rate"] = float(metrics[-1].get(KEYS["reversal_rate"], math.nan))
         out["donor_share"] = donor_share(metrics)
+    out.update(_reversal_stats(workdir, window))
     updates: dict[int, dict[str, int]] = {}
     for r in records:
         if r.get("interface") == "rubric" and r.get("verdict") == "accepted":
@@ -288,25 +299,46 @@ def process_stats(workdir: str, *, window: int = 100, unguided_step: int | None 
             w["creates"] += int("create_criterion" in ops)
     out["rubric_updates"] = [{"window": f"{k * window}-{(k + 1) * window - 1}", **v} for k, v in sorted(updates.items())]
     for flag, name in ((True, "acceptance_with_evidence"), (False, "acceptance_without_evidence")):
-        measured = [r for r in records if r.get("verdict") in ("accepted", "rejected")
-                    and bool(r.get("with_evidence")) == flag]
+        measured = [r for r in records if r.get("verdict") in ("accepted", "rejected") and "used_evidence" in r
+                    and bool(r["used_evidence"]) == flag]
         out[name] = sum(r["verdict"] == "accepted" for r in measured) / len(measured) if measured else math.nan
         out[name.replace("acceptance", "measured")] = len(measured)
     return out
 
-def process_rows(runs: Mapping[str, Sequence[str]], *, window: int = 100) -> list[dict[str, Any]]:
-    """The process statistics per method (mean and range over runs), one row per statistic."""
-    per = {m: [process_stats(d, window=window) for d in dirs] for m, dirs in runs.items()}
+def _reversal_stats(workdir: str, window: int) -> dict[str, Any]:
+    """The store's reversal windows (memory.RecordStore.reversal_windows) as process_stats reports them."""
+    path = os.path.join(workdir, "memory", RecordStore.FILE)
+    if not os.path.exists(path):
+        return {"reversal_rate": math.nan, "reversal_rate_first": math.nan, "reversal_rate_last": math.nan,
+                "reversal_windows": [], "reversal_accepted": math.nan, "reversal_reversed": math.nan}
+    store = RecordStore(path)
+    try:
+        rev = store.reversal_windows(window)
+    finally:
+        store.close()
+    rows = rev["windows"]
+    return {"reversal_rate": rev["rate"], "reversal_rate_first": rows[0]["rate"] if rows else math.nan,
+            "reversal_rate_last": rows[-1]["rate"] if rows else math.nan, "reversal_windows": rows,
+            "reversal_accepted": rev["accepted"], "reversal_reversed": rev["reversed"]}
+
+def process_rows(runs: Mapping[str, Sequence[str]], *, window: int = 100, unguided_step: int | None = None
+                 ) -> list[dict[str, Any]]:
+    """The process statistics per method (mean and range over runs), one row per statistic, then the rubric
+    updates and the reversal rate of every window."""
+    per = {m: [process_stats(d, window=window, unguided_step=unguided_step) for d in dirs] for m, dirs in runs.items()}
     keys = ("guidance_peak", "guidance_peak_step", "unguided_share", "downweighted_share",
-            "acceptance_with_evidence", "acceptance_without_evidence", "donor_share", "reversal_rate")
+            "acceptance_with_evidence", "acceptance_without_evidence", "donor_share", "reversal_rate",
+            "reversal_rate_first", "reversal_rate_last")
     rows = [{"statistic": k, **{m: _spread([s.get(k, math.nan) for s in st]) for m, st in per.items()}}
             for k in keys]
-    windows = sorted({w["window"] for st in per.values() for s in st for w in s["rubric_updates"]},
-                     key=lambda w: int(w.split("-")[0]))
-    for w in windows:
-        rows.append({"statistic": f"rubric updates, steps {w}", **{
-            m: _spread([float(next((x["updates"] for x in s["rubric_updates"] if x["window"] == w), 0))
-                        for s in st]) for m, st in per.items()}})
+    for name, field, value in (("rubric updates", "rubric_updates", lambda x: float(x["updates"]) if x else 0.0),
+                               ("reversal rate", "reversal_windows", lambda x: x["rate"] if x else math.nan)):
+        windows = sorted({w["window"] for st in per.values() for s in st for w in s[field]},
+                         key=lambda w: int(w.split("-")[0]))
+        for w in windows:
+            rows.append({"statistic": f"{name}, steps {w}", **{
+                m: _spread([value(next((x for x in s[field] if x["window"] == w), None)) for s in st])
+                for m, st in per.items()}})
     return rows
 
 def case_study(workdir: str, task_id: str | None = None) -> dict[str, Any]:

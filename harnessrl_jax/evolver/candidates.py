@@ -20,7 +20,10 @@ TOO_WEAK, TOO_STRONG = "too_weak", "too_strong"
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
-    """One proposed update of one interface of one task: its actions, why, and on what evidence."""
+    """One proposed update of one interface of one task: its actions, why, and on what evidence. `evidence_ids`
+    are the records the label rests on (the attributor's); `used_evidence` those of them, or others retrieved from
+    the memory, that the update itself is built from (a donor's example in a field, a quoted earlier response, a
+    donor's word in a tightening)."""
 
     task_id: str
     interface: Interface
@@ -35,13 +38,14 @@ class Candidate:
     source: str = "rule"  # rule | llm
     invalid: str | None = None  # why the proposal is not a valid update of H_t (then never measured)
     reference_source: str | None = None  # a mounted <reference>'s examples: 'own' (the task's history) or 'donor'
+    used_evidence: tuple[str, ...] = ()  # `draw:<id>` / `donor:<row>` the update's text is taken from
 
     def to_dict(self) -> dict[str, Any]:
         return {"task_id": self.task_id, "interface": self.interface, "actions": [a.to_dict() for a in self.actions],
                 "label": self.label, "criterion_ids": list(self.criterion_ids),
                 "evidence_ids": list(self.evidence_ids), "rationale": self.rationale, "family": self.family,
                 "variant": self.variant, "scale": self.scale, "source": self.source, "invalid": self.invalid,
-                "reference_source": self.reference_source}
+                "reference_source": self.reference_source, "used_evidence": list(self.used_evidence)}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ from harnessrl_jax.harness import ops
 from harnessrl_jax.harness.state import HarnessState, RubricCriterion
 from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS, Transitions
 from harnessrl_jax.memory.store import harness_changes
-from harnessrl_jax.rubric.reward import rubric_reward
+from harnessrl_jax.rubric.reward import rubric_reward, satisfied
 from harnessrl_jax.rubric.schema import Task
 
 
@@ -93,6 +93,17 @@ class TaskContext:
     def previous_task_label(self) -> str | None:
         """The task-level diagnosis in the task's previous record of the time index (gate (iv))."""
         return self.history[0].task_label if self.history else None
+
+    def earlier_satisfying(self, criterion_id: str, points: float) -> tuple[int | None, str] | None:
+        """(draw id, response) of the newest earlier response of this task in the time index that satisfied the
+        criterion (any wording of it; oriented by the sign of `points`), or None."""
+        for r in self.history:
+            if criterion_id in r.criterion_ids:
+                row = satisfied(np.asarray(r.scores, float)[r.criterion_ids.index(criterion_id)], points)
+                hit = np.flatnonzero(row == 1)
+                if hit.size:
+                    return r.draw_id, r.responses[hit[0]]
+        return None
 
     def row(self, criterion_id: str) -> np.ndarray | None:
         """The recorded verdicts [J] of one current criterion."""

@@ -86,16 +86,17 @@ class LogEntry:
 
     @property
     def with_evidence(self) -> bool:
-        """Did the candidate cite retrieved memory evidence (a time-index record or a donor)?"""
-        return self.candidate is not None and any(e.startswith(("draw:", "donor:"))
-                                                  for e in self.candidate.evidence_ids)
+        """Is the candidate built from retrieved evidence (`Candidate.used_evidence`: a donor's or an earlier
+        record's text in the update)? The records that only justified its label (`evidence_ids`) do not count."""
+        return self.candidate is not None and bool(self.candidate.used_evidence)
 
     def to_dict(self) -> dict[str, Any]:
         c, m = self.candidate, self.measurement
         return {"step": self.step, "task_id": self.task_id, "draw": self.draw, "interface": self.interface,
                 "round": self.round, "label": self.label, "verdict": self.verdict, "reason": self.reason,
                 "criterion_ids": list(c.criterion_ids) if c else [],
-                "evidence_ids": list(c.evidence_ids) if c else [], "with_evidence": self.with_evidence,
+                "evidence_ids": list(c.evidence_ids) if c else [],
+                "used_evidence": list(c.used_evidence) if c else [], "with_evidence": self.with_evidence,
                 "candidate": c.to_dict() if c else None,
                 "deltas": {k: (v if math.isfinite(v) else None) for k, v in (m.deltas() if m else {}).items()},
                 "measurement": m.to_dict() if m else None, "changes": dict(self.changes)}
@@ -135,8 +136,8 @@ class EvolverResult:
         return {"labels": att.labels(), "task_label": att.task_label, "actions": actions}
 
     def summary(self) -> dict[str, Any]:
-        """Counts for metrics.jsonl: label fractions, candidates by verdict, acceptance with/without evidence,
-        accepted actions by interface and op."""
+        """Counts for metrics.jsonl: label fractions, candidates by verdict, acceptance with/without evidence (by
+        `LogEntry.with_evidence`), accepted actions by interface and op."""
         labels = [a.label for att in self.attributions for a in att.criteria]
         n = max(len(labels), 1)
         out: dict[str, Any] = {f"frac_{l}": labels.count(l) / n for l in LABELS}

@@ -2,11 +2,14 @@
 (`client.complete(messages, schema)`, e.g. an OpenAIJudge) with the prompt `evolver/prompts/proposer.txt`.
 
 The model sees the task's conversation (never its dataset reference), the current rubric with the attributor's
-labels, the mounted fields, the evidence of the criteria routed to the interface, some responses of the recorded
-group, the task's earlier updates (accepted, rejected, undone) and this step's rejected rounds. Its JSON is
-validated into typed actions against H_t; output that does not validate comes back as an `invalid` candidate with
-the reason, so the critic rejects it without measuring. Sampling goes to the rule proposer (a down-weight is its
-only operation).
+labels, the mounted fields, the evidence of the criteria routed to the interface (with an earlier satisfying
+answer of the task from the time index and the donors' satisfying examples from the semantic index), some
+responses of the recorded group, the task's earlier updates (accepted, rejected, undone) and this step's rejected
+rounds. Its JSON is validated into typed actions against H_t; output that does not validate comes back as an
+`invalid` candidate with the reason, so the critic rejects it without measuring. A candidate's `used_evidence` are
+the shown records its actions' texts quote (`quotes`: a run of QUOTE_WORDS words), and a <reference> field is
+tagged 'own' or 'donor' by the record it quotes. Sampling goes to the rule proposer (a down-weight is its only
+operation).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from harnessrl_jax.evolver.attributor import Attribution
 from harnessrl_jax.evolver.candidates import Candidate, Rejection
 from harnessrl_jax.evolver.context import TaskContext
 from harnessrl_jax.evolver.rule_proposer import RuleProposer
-from harnessrl_jax.evolver.text import cut
+from harnessrl_jax.evolver.text import cut, quotes
 from harnessrl_jax.harness import ops
 from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS, Transitions
 from harnessrl_jax.words import Interface, Label
@@ -38,6 +41,10 @@ OPS_DOC = {
                '{"op": "split_criterion", "task_id": T, "criterion_id": C, "texts": ["...", "..."], '
                '"points": [P1, P2]}'),
 }
+
+# A field or criterion quotes a record it was shown when they share this many consecutive words.
+QUOTE_WORDS = 8
+EXAMPLE_CHARS = 300  # each shown example is cut to this many characters
 
 INTERFACE_OPS = {"sampling": ("downweight_task",), "guidance": ("add_field", "drop_field"),
                  "rubric": ("create_criterion", "rewrite_criterion", "delete_criterion", "reweight_criterion",
@@ -104,8 +111,9 @@ class LLMProposer:
             return None  # the model chose noop
         if actions:
             cids = tuple(dict.fromkeys(cids + tuple(_action_criteria(actions))))
+        used, ref_source = quoted_evidence(actions, shown_examples(ctx, targets))
         return Candidate(ctx.task_id, interface, tuple(actions), label, cids, ev, rationale, "llm", name, 1.0,
-                         self.source, invalid)
+                         self.source, invalid, reference_source=ref_source, used_evidence=used)
 
     def parse(self, ctx: TaskContext, interface: str, text: str) -> tuple[list[ops.Action], str, str | None]:
         """(actions, rationale, why invalid or None) from the model's answer, validated against H_t."""
@@ -157,10 +165,13 @@ class LLMProposer:
             evidence.append(f"- {a.criterion_id}: {a.label} ({a.question}): {a.reason}; pass rate "
                             f"{a.evidence.pass_rate:.2f}; phrase {a.evidence.phrase!r}; signals "
                             f"{json.dumps(a.evidence.signals, default=str)[:600]}")
-            for d in list(ctx.donors.get(a.criterion_id, ()))[:2]:
-                ex = d.satisfying[0].response if d.satisfying else ""
+            own = _own_example(ctx, a)
+            if own is not None:
+                evidence.append(f"  an earlier answer of this task that met it ({own[0]}): {own[2]}")
+            for d in _donors(ctx, a):
+                ex = _donor_example(d)
                 evidence.append(f"  donor {d.task_id}/{d.criterion_id} (cosine {d.cosine:.2f}): {d.text}"
-                                + (f"\n  its satisfying example: {cut(ex, 300)}" if ex else ""))
+                                + (f"\n  its satisfying example: {ex[2]}" if ex else ""))
         group = "\n".join(f"--- response {j} (reward {ctx.rewards[j]:.1f}) ---\n{cut(r, 400)}"
                           for j, r in enumerate(ctx.responses[:4]))
         fb = "\n".join(f"- round {n}: {json.dumps([x.to_dict() for x in r.candidate.actions])} -> rejected: "
@@ -172,6 +183,45 @@ class LLMProposer:
             cap=int(state.guidance.cap), diagnosis=f"task label {ctx.attribution.task_label}; discriminative mass "
                                                   f"{ctx.attribution.mass:.2f}; mean reward {ctx.rbar:.1f}",
             evidence="\n".join(evidence), group=group, feedback=fb)
+
+def shown_examples(ctx: TaskContext, targets: Sequence[Attribution]) -> list[tuple[str, str, str]]:
+    """The retrieved responses the prompt shows for `targets`, as (evidence id, 'own' | 'donor', text as shown):
+    per target an earlier satisfying answer of the task (time index) and the first satisfying example of each of
+    its first two donors (semantic index)."""
+    out = []
+    for a in targets:
+        own = _own_example(ctx, a)
+        out += [own] if own is not None else []
+        out += [ex for ex in map(_donor_example, _donors(ctx, a)) if ex is not None]
+    return list(dict.fromkeys(out))
+
+def quoted_evidence(actions: Sequence[ops.Action], shown: Sequence[tuple[str, str, str]]
+                    ) -> tuple[tuple[str, ...], str | None]:
+    """(ids of the shown records some action's text quotes, the source of a <reference> field: 'own' when it
+    quotes the task's own history, else 'donor' when it quotes a donor, else None), as the rule proposer's
+    <reference> takes its own history first."""
+    texts = [t for a in actions for t in _texts(a)]
+    used = tuple(dict.fromkeys(i for i, _, rec in shown if any(quotes(t, rec, QUOTE_WORDS) for t in texts)))
+    refs = [a.text for a in actions if isinstance(a, ops.AddField) and a.field == "reference"]
+    if not refs:
+        return used, None
+    sources = {src for i, src, rec in shown if any(quotes(t, rec, QUOTE_WORDS) for t in refs)}
+    return used, "own" if "own" in sources else "donor" if "donor" in sources else None
+
+def _texts(a: ops.Action) -> list[str]:
+    """The texts an action writes into the harness (a field, a criterion, the parts of a split)."""
+    return [t for t in [getattr(a, "text", None), *(getattr(a, "texts", None) or ())] if isinstance(t, str)]
+
+def _own_example(ctx: TaskContext, a: Attribution) -> tuple[str, str, str] | None:
+    c = next((c for c in ctx.criteria if c.id == a.criterion_id), None)
+    hit = ctx.earlier_satisfying(a.criterion_id, c.points) if c is not None else None
+    return None if hit is None else (f"draw:{hit[0]}", "own", cut(hit[1], EXAMPLE_CHARS))
+
+def _donors(ctx: TaskContext, a: Attribution) -> list:
+    return list(ctx.donors.get(a.criterion_id, ()))[:2]
+
+def _donor_example(d) -> tuple[str, str, str] | None:
+    return (f"donor:{d.row}", "donor", cut(d.satisfying[0].response, EXAMPLE_CHARS)) if d.satisfying else None
 
 def _action_criteria(actions: Sequence[ops.Action]) -> list[str]:
     out = []

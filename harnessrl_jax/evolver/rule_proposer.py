@@ -9,7 +9,9 @@
                  split of a compound criterion, a lower weight, or a delete
 
 Candidates come in variants of graded strength (`candidates.choose`); the task's update history keeps an update
-accepted and later undone from being offered again. A task's dataset reference is never read.
+accepted and later undone from being offered again. A task's dataset reference is never read. Each candidate names
+the records its label rests on (`evidence_ids`) and, apart, the retrieved ones its text is built from
+(`used_evidence`: the own-history or donor examples a field shows, the donor a tightening's word comes from).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from harnessrl_jax.evolver.context import TaskContext
 from harnessrl_jax.evolver.fields import Example, criterion_field, critique_field, reference_field
 from harnessrl_jax.evolver.tightening import (REPEAT_PATTERN, positive_keywords, replace_number, rule_tags,
                                               split_parts, stricter_text, tags_with_kwargs, tightened_thresholds)
-from harnessrl_jax.evolver.text import jaccard, words
+from harnessrl_jax.evolver.text import content_words, jaccard, words
 from harnessrl_jax.harness import ops
 from harnessrl_jax.harness.state import FIELDS, NUM_LEVELS, RubricCriterion
 from harnessrl_jax.harness.transitions import DEFAULT_TRANSITIONS, DROP_ORDER, Transitions
@@ -100,7 +102,8 @@ class RuleProposer:
 
     def _make(self, ctx: TaskContext, interface: Interface, actions: Sequence[ops.Action], *, label: Label,
               criterion_ids: Sequence[str], evidence_ids: Sequence[str], rationale: str, family: str, name: str,
-              scale: float = 1.0, reference_source: str | None = None) -> Candidate | None:
+              scale: float = 1.0, reference_source: str | None = None, used_evidence: Sequence[str] = ()
+              ) -> Candidate | None:
         actions = tuple(actions)
         have = {(c.text, c.tags) for c in ctx.criteria} | {("", c.tags) for c in ctx.criteria if
                                                             c.to_criterion().verifier == "rule"}
@@ -127,7 +130,8 @@ class RuleProposer:
             return None  # the time index shows this update was accepted once and undone: not proposed again
         return Candidate(ctx.task_id, interface, actions, label, tuple(dict.fromkeys(criterion_ids)),
                          tuple(dict.fromkeys(evidence_ids)), rationale, family, scaled_name(name, scale), scale,
-                         self.source, reference_source=reference_source)
+                         self.source, reference_source=reference_source,
+                         used_evidence=tuple(dict.fromkeys(used_evidence)))
 
     def _criterion(self, ctx: TaskContext, cid: str) -> RubricCriterion:
         i = ctx.state.index(ctx.task_id)
@@ -164,13 +168,9 @@ class RuleProposer:
         donor task; the negative from this step's group, else from the donor."""
         n = self.config.reference_chars
         positive = negative = None
-        for r in ctx.history:
-            if c.id in r.criterion_ids:
-                row = satisfied(np.asarray(r.scores, float)[r.criterion_ids.index(c.id)], c.points)
-                hit = np.flatnonzero(row == 1)
-                if hit.size:
-                    positive = Example(r.responses[hit[0]][: 4 * n], "own", f"draw:{r.draw_id}")
-                    break
+        own = ctx.earlier_satisfying(c.id, c.points)
+        if own is not None:
+            positive = Example(own[1][: 4 * n], "own", f"draw:{own[0]}")
         if positive is None and ctx.task.reference and c.points > 0:
             # Only present under config.harness.use_dataset_reference (build.training_tasks drops it otherwise).
             positive = Example(ctx.task.reference[: 4 * n], "dataset", "task:reference")
@@ -245,16 +245,20 @@ class RuleProposer:
                 strength = sum(FIELD_STRENGTH[f] for f in fields)
                 name = f"add {'+'.join(fields)} for {c.id}"
                 uses = ("reference" in fields) or ("criterion" in fields and quoted)
-                field_ev = ev + ([positive.evidence_id] if uses else [])
+                shown = [positive] if uses else []
                 if "reference" in fields and negative is not None and negative.source == "donor":
-                    field_ev.append(negative.evidence_id)
+                    shown.append(negative)
+                field_ev = ev + [e.evidence_id for e in shown]
+                # Used evidence: the memory's records the fields quote (not the dataset's reference, not this group).
+                used = [e.evidence_id for e in shown if e.source in ("own", "donor")]
 
-                def make(scale, fields=fields, name=name, field_ev=field_ev, c=c, a=a, texts=texts):
+                def make(scale, fields=fields, name=name, field_ev=field_ev, used=used, c=c, a=a, texts=texts):
                     acts = [ops.AddField(tid, f, texts[f], c.id) for f in FIELDS if f in fields]
                     return self._make(ctx, Interface.GUIDANCE, acts, label=Label.BLIND, criterion_ids=[c.id],
                                       evidence_ids=field_ev, family="guidance:add", name=name,
                                       rationale=f"{c.id} is blind: {a.reason}",
-                                      reference_source=positive.source if "reference" in fields else None)
+                                      reference_source=positive.source if "reference" in fields else None,
+                                      used_evidence=used)
                 out.append(Variant("guidance:add", strength, name, make))
         if out:
             pick = [v for v in out if v.name.startswith(f"add {'+'.join(FIRST_GUIDANCE)} ")]
@@ -299,10 +303,12 @@ class RuleProposer:
                                                      f"{c.points:g} to {pts:.3g}")
         return Variant(family, strength, name, make, scalable=True, default=default)
 
-    def _single(self, ctx, a, c, label, family, name, actions, rationale, strength=1.0, default=False) -> Variant:
+    def _single(self, ctx, a, c, label, family, name, actions, rationale, strength=1.0, default=False,
+                used=()) -> Variant:
         def make(scale):
             return self._make(ctx, Interface.RUBRIC, actions, label=label, criterion_ids=[c.id],
-                              evidence_ids=a.evidence.ids(), family=family, name=name, rationale=rationale)
+                              evidence_ids=a.evidence.ids(), family=family, name=name, rationale=rationale,
+                              used_evidence=used)
         return Variant(family, strength, name, make, default=default)
 
     def _spurious(self, ctx: TaskContext, a: Attribution) -> list[Variant]:
@@ -391,7 +397,8 @@ class RuleProposer:
             out.append(self._single(ctx, a, c, Label.SATURATED, "tighten:threshold", f"tighten {c.id} to {new}",
                                     [act], f"{c.id} is saturated; threshold {old} -> {new} fails {fail:.0%} of the "
                                            f"group", strength=fail))
-        positives = [e.response for d in ctx.donors.get(c.id, ()) for e in d.satisfying]
+        donor_positives = [(f"donor:{d.row}", e.response) for d in ctx.donors.get(c.id, ()) for e in d.satisfying]
+        positives = [r for _, r in donor_positives]
         positives += [ctx.task.reference] if ctx.task.reference else []  # only under use_dataset_reference
         if c.to_criterion().rule_id == "keywords:existence" and positives:
             kws = list(c.to_criterion().rule_kwargs.get("keywords", []))
@@ -403,7 +410,8 @@ class RuleProposer:
                        else ops.RewriteCriterion(tid, c.id, text, tags_with_kwargs(c, kw)))
                 out.append(self._single(ctx, a, c, Label.SATURATED, "tighten:keyword", f"tighten {c.id} with {word}",
                                         [act], f"{c.id} is saturated; requiring \"{word}\" (from satisfying "
-                                               f"examples) fails {fail:.0%} of the group", strength=fail))
+                                               f"examples) fails {fail:.0%} of the group", strength=fail,
+                                        used=[i for i, r in donor_positives if word in content_words(r)]))
         for fam in ("tighten:threshold", "tighten:keyword"):
             # Within a tightening family, the one that fails about half of the group goes first.
             members = [x for x in out if x.family == fam]

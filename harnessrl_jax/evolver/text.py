@@ -1,5 +1,5 @@
 """Text measures the attributor and the proposers share: words, degenerate responses, shared sentences, the
-keywords a rule checks. Pure functions of strings."""
+keywords a rule checks, whether a text quotes a record. Pure functions of strings."""
 
 from __future__ import annotations
 
@@ -128,3 +128,14 @@ def jaccard(a: str, b: str) -> float:
     x, y = content_words(a), content_words(b)
     return len(x & y) / len(x | y) if x | y else 0.0
 
+
+
+def quotes(text: str, record: str, n: int = 8) -> bool:
+    """Does `text` quote `record`: a run of `n` consecutive words of it (lowercased word characters, so case,
+    punctuation and spacing do not matter), or all of it when it has fewer words?"""
+    src, out = words(record), words(text)
+    k = min(n, len(src))
+    if k == 0 or len(out) < k:
+        return False
+    grams = {tuple(src[i:i + k]) for i in range(len(src) - k + 1)}
+    return any(tuple(out[i:i + k]) in grams for i in range(len(out) - k + 1))

@@ -460,21 +460,54 @@ class RecordStore:
                   ) -> tuple[int, int]:
         """(reversed, accepted): accepted actions from `since_step` on, and how many were undone within the
         next `within` draws of their task (the paper's reversal rate is their ratio)."""
+        flags = self._undone(since_step, before_step, within)
+        return sum(undone for _, undone, _ in flags), len(flags)
+
+    def reversal_windows(self, window: int = 100, within: int = 2) -> dict[str, Any]:
+        """The reversal rate per `window` steps and overall: each accepted action counts in the window of the step
+        that accepted it, reversed when undone within the next `within` draws of its task, whenever they come.
+        `open`: accepted actions whose task had fewer than `within` later draws (counted as not reversed, as in
+        the run total). Every window from the first to the last committed step is listed; rate NaN where none
+        was accepted."""
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        first, last = self.db.execute("SELECT min(step), max(step) FROM steps").fetchone()
+        flags = self._undone(None, None, within)
+        if first is None:
+            return {"window": window, "within": within, "accepted": 0, "reversed": 0, "rate": math.nan,
+                    "windows": []}
+        by_window: dict[int, list[tuple[bool, int]]] = {}
+        for step, undone, later in flags:
+            by_window.setdefault(step // window, []).append((undone, later))
+        rows = []
+        for k in range(first // window, last // window + 1):
+            mine = by_window.get(k, [])
+            n, r = len(mine), sum(u for u, _ in mine)
+            rows.append({"window": f"{k * window}-{(k + 1) * window - 1}", "start": k * window, "accepted": n,
+                         "reversed": r, "rate": r / n if n else math.nan,
+                         "open": sum(later < within for _, later in mine)})
+        n, r = len(flags), sum(u for _, u, _ in flags)
+        return {"window": window, "within": within, "accepted": n, "reversed": r,
+                "rate": r / n if n else math.nan, "windows": rows}
+
+    def _undone(self, since_step, before_step, within) -> list[tuple[int, bool, int]]:
+        """(step, undone, later draws seen, up to `within`) of every accepted action in [since_step, before_step),
+        in step order; only draws and actions in that range count."""
         lo, hi = -1 if since_step is None else since_step, _before(before_step)
         by_task: dict[str, list] = {}
-        for draw_id, task_id, payload in self.db.execute(
-                "SELECT draw_id, task_id, payload FROM actions WHERE verdict='accepted' AND step >= ? AND step < ? "
-                "ORDER BY draw_id", (lo, hi)):
-            by_task.setdefault(task_id, []).append((draw_id, _action(json.loads(payload))))
-        n_acc = n_rev = 0
+        for draw_id, step, task_id, payload in self.db.execute(
+                "SELECT draw_id, step, task_id, payload FROM actions WHERE verdict='accepted' AND step >= ? "
+                "AND step < ? ORDER BY draw_id", (lo, hi)):
+            by_task.setdefault(task_id, []).append((draw_id, step, _action(json.loads(payload))))
+        out = []
         for task_id, acts in by_task.items():
             draws = [i for (i,) in self.db.execute(
                 "SELECT id FROM draws WHERE task_id=? AND step >= ? AND step < ? ORDER BY step, id", (task_id, lo, hi))]
             pos = {d: i for i, d in enumerate(draws)}
-            for d, a in acts:
-                n_acc += 1
-                n_rev += any(0 < pos[d2] - pos[d] <= within and undoes(b, a) for d2, b in acts)
-        return n_rev, n_acc
+            for d, step, a in acts:
+                undone = any(0 < pos[d2] - pos[d] <= within and undoes(b, a) for d2, _, b in acts)
+                out.append((step, undone, min(len(draws) - 1 - pos[d], within)))
+        return sorted(out, key=lambda x: x[0])
 
     # --- what the semantic index reads --------------------------------------------------------------------------
 

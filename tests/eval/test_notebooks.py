@@ -67,12 +67,23 @@ def test_process_statistics_notebook(analysed_runs, monkeypatch):
     metrics, records = _lines(os.path.join(run, "metrics.jsonl")), _lines(os.path.join(run, "harness.jsonl"))
     s = tables.process_stats(run, window=2)
     assert s["guidance_peak"] == max(m["guidance/fields_per_task"] for m in metrics)
-    assert s["unguided_share"] == 1 - metrics[-1]["guidance/tasks_with_fields"]
-    with_ev = [r for r in records if r["verdict"] in ("accepted", "rejected") and r["with_evidence"]]
-    assert s["acceptance_with_evidence"] == pytest.approx(np.mean([r["verdict"] == "accepted" for r in with_ev]))
+    assert s["unguided_share"] == 1 - metrics[-1]["guidance/tasks_with_fields"] == \
+        pytest.approx(metrics[-1]["guidance/tasks_without_fields"])
+    measured = [r for r in records if r["verdict"] in ("accepted", "rejected")]
+    assert all(r["with_evidence"] == bool(r["used_evidence"]) for r in measured)
+    for flag, key in ((True, "acceptance_with_evidence"), (False, "acceptance_without_evidence")):
+        sub = [r["verdict"] == "accepted" for r in measured if bool(r["used_evidence"]) == flag]
+        assert s[key] == pytest.approx(np.mean(sub)) if sub else np.isnan(s[key])
     accepted_rubric = [r for r in records if r["interface"] == "rubric" and r["verdict"] == "accepted"]
     assert sum(w["updates"] for w in s["rubric_updates"]) == len(accepted_rubric) > 0
+    # The store's reversals, per window of 2 steps: they add up to the run total the last step logged.
+    windows = s["reversal_windows"]
+    assert [w["start"] for w in windows] == list(range(0, len(metrics), 2)) and s["reversal_accepted"] > 0
+    assert sum(w["accepted"] for w in windows) == s["reversal_accepted"] == metrics[-1]["harness/accepted_total"]
+    assert sum(w["reversed"] for w in windows) == metrics[-1]["harness/reversals"]
+    assert s["reversal_rate"] == pytest.approx(metrics[-1]["harness/reversal_rate"], nan_ok=True)
     assert "| acceptance_with_evidence |" in text and "rubric updates, steps 0-1" in text
+    assert "reversal rate, steps 0-1" in text and "reversal rate, first -> last window:" in text
 
 
 def test_case_study_notebook(analysed_runs, monkeypatch):

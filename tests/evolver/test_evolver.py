@@ -11,7 +11,7 @@ import pytest
 from evolver_testlib import draw, kw, make_task, regrade_with_rules, words_under
 from harnessrl_jax.words import Verdict
 from harnessrl_jax.evolver import (Bands, Candidate, Critic, CriticHooks,
-                                   Evolver, EvolverConfig, Group, task_slice)
+                                   Evolver, EvolverConfig, EvolverResult, Group, LogEntry, task_slice)
 from harnessrl_jax.harness import AddField, HarnessState, apply
 from harnessrl_jax.memory import DrawRecord
 
@@ -230,6 +230,19 @@ def test_summary_counts_labels_and_verdicts():
     assert s["accepted"] + s["rejected"] == s["candidates"] == len([e for e in r.log if e.verdict != Verdict.NOOP])
     assert s.get("accepted_guidance_add_field", 0) == sum(a.op == "add_field" for a in r.accepted)
     assert np.isnan(s["acceptance_with_evidence"]) or 0 <= s["acceptance_with_evidence"] <= 1
+
+
+def test_acceptance_with_and_without_evidence_splits_by_the_evidence_a_candidate_uses():
+    cited = Candidate("cold", "guidance", (AddField("cold", "critique", "Nobody said honey.", "cold/c2"),), "blind",
+                      ("cold/c2",), ("draw:3",))  # the persistence window only
+    used = dataclasses.replace(cited, used_evidence=("donor:9",))
+    plan = [(used, Verdict.ACCEPTED), (used, Verdict.REJECTED), (cited, Verdict.ACCEPTED), (cited, Verdict.REJECTED),
+            (cited, Verdict.REJECTED), (None, Verdict.NOOP)]
+    log = tuple(LogEntry(0, "cold", 0, "guidance", r, "blind", v, "", c) for r, (c, v) in enumerate(plan))
+    s = EvolverResult(0, HarnessState.from_tasks(TASKS), (), log, ()).summary()
+    assert (s["candidates_with_evidence"], s["acceptance_with_evidence"]) == (2, 0.5)
+    assert (s["candidates_without_evidence"], s["acceptance_without_evidence"]) == (3, pytest.approx(1 / 3))
+    assert [e.to_dict()["used_evidence"] for e in log[1:3]] == [["donor:9"], []]
 
 
 def test_draw_fields_make_records_the_memory_accepts(memory):

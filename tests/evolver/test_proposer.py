@@ -11,11 +11,12 @@ import pytest
 from evolver_testlib import (BagOfWords, FakeClient, build_context, draw, kw, llm, make_task, regrade_with_rules,
                              repeat_as_history, words_under)
 from harnessrl_jax.words import Label
-from harnessrl_jax.evolver import (AttributorConfig, Evolver, Group, LLMProposer, Measurement, Rejection,
+from harnessrl_jax.evolver import (AttributorConfig, Evolver, Group, LLMProposer, LogEntry, Measurement, Rejection,
                                    RuleProposer)
 from harnessrl_jax.evolver.rule_proposer import GUIDANCE_SETS, ProposerConfig
 from harnessrl_jax.evolver.tightening import REPEAT_PATTERN, tightened_thresholds
 from harnessrl_jax.harness import AddField, DownweightTask, HarnessState, apply, ops
+from harnessrl_jax.memory import Donor, Example
 from harnessrl_jax.rubric import rules
 from harnessrl_jax.rubric.reward import rubric_reward
 from harnessrl_jax.rubric.schema import Criterion
@@ -78,7 +79,8 @@ def test_blind_mounts_a_quoted_criterion_and_examples_from_the_tasks_history():
     ref = fields["reference"].text
     assert "An answer that meets it:\nHoney in warm tea" in ref and f"An answer that does not:\n{PLAIN[0]}" in ref
     assert REF not in ref and REF not in fields["criterion"].text
-    assert "draw:5" in cand.evidence_ids
+    assert "draw:5" in cand.evidence_ids and cand.used_evidence == ("draw:5",)  # the quoted record, nothing else
+    assert logged(cand).with_evidence
 
 
 def test_blind_with_no_example_of_its_own_borrows_a_donor_from_the_semantic_index(memory):
@@ -98,6 +100,32 @@ def test_blind_with_no_example_of_its_own_borrows_a_donor_from_the_semantic_inde
     ref = dict(applies(ctx, cand).fields("cold"))["reference"].text
     assert met[0] in ref and REF not in ref and cand.reference_source == "donor"
     assert f"donor:{donor.row}" in cand.evidence_ids
+    # Used: the donor's row only; the step-2 draw that filled the persistence window justified the label.
+    window = [e for e in cand.evidence_ids if e.startswith("draw:")]
+    assert window and cand.used_evidence == (f"donor:{donor.row}",)
+    assert logged(cand).with_evidence and logged(cand).to_dict()["used_evidence"] == [f"donor:{donor.row}"]
+
+
+def logged(cand, verdict="accepted"):
+    """The harness.jsonl entry of a measured candidate."""
+    return LogEntry(10, cand.task_id, 0, cand.interface, 0, cand.label, verdict, "", cand)
+
+
+def test_candidates_that_only_rest_on_their_persistence_window_are_without_evidence():
+    # Blind honey, unmet at the earlier draw 7 too: the label cites that draw, but no field quotes any record.
+    ctx = context(history=repeat_as_history(context()))
+    blind = RuleProposer().propose(ctx, "guidance")
+    assert blind.label == Label.BLIND and [a.field for a in blind.actions] == ["criterion", "critique"]
+    assert blind.evidence_ids == ("draw:7",) and blind.used_evidence == ()
+    entry = logged(blind).to_dict()
+    assert entry["evidence_ids"] == ["draw:7"] and entry["used_evidence"] == [] and entry["with_evidence"] is False
+    # Saturated: the down-weight cites its window and the previous record's diagnosis; the threshold tightening is
+    # computed on this group. Neither is built from a retrieved record.
+    down = RuleProposer().propose(ctx, "sampling")
+    assert down.actions == (DownweightTask("cold"),) and "draw:7" in down.evidence_ids
+    assert down.used_evidence == () and not logged(down).with_evidence
+    tighten = [v.make(1.0) for v in RuleProposer().variants(ctx, "rubric") if v.family == "tighten:threshold"]
+    assert tighten and all(c.evidence_ids == ("draw:7",) and c.used_evidence == () for c in tighten)
 
 
 def test_without_any_satisfying_example_the_criterion_and_critique_are_mounted():
@@ -176,8 +204,6 @@ def test_saturated_threshold_rule_is_tightened_so_part_of_the_group_fails():
 
 
 def test_saturated_keyword_criterion_gets_a_required_keyword_from_a_donors_satisfying_example():
-    from harnessrl_jax.memory import Donor, Example
-
     ctx = context()
     donor = Donor(0, "flu", "flu/c0", "Recommends rest.", 1.0,
                   satisfying=(Example(1, 2, 0, "Rest, and warm tea with lemon."),))
@@ -193,6 +219,7 @@ def test_saturated_keyword_criterion_gets_a_required_keyword_from_a_donors_satis
     created = new.rubric_of("cold")[-1]
     s = regrade_with_rules(ctx.task, PLAIN, [created])[0]
     assert s.tolist() == [0, 1, 0, 0, 0, 0, 0, 0]  # only the one response that has both
+    assert lemon.used_evidence == ("donor:0",) and logged(lemon).with_evidence  # the donor the word came from
     # Without a donor there is no satisfying example to take a keyword from (the dataset reference is not one).
     plain = context(history=saturating_history(context()))
     assert not [v for v in RuleProposer().variants(plain, "rubric") if v.family == "tighten:keyword"]
@@ -422,6 +449,34 @@ def test_llm_proposer_noop_unreadable_output_feedback_and_sampling_fallback():
     assert down.actions == (DownweightTask("cold"),) and down.source == "rule"
 
 
+DONOR_ANSWER = "Honey in warm water soothes a sore throat, and rest helps you sleep at night."
+
+
+def test_llm_proposer_tags_a_reference_by_the_shown_record_it_quotes():
+    donor = Donor(4, "flu", "flu/c0", "Mentions honey.", 0.9, satisfying=(Example(11, 3, 0, DONOR_ANSWER),))
+    ctx = context(history=honey_met_before(context()), donors={"cold/c2": (donor,)})
+    assert ctx.attribution.get("cold/c2").label == Label.BLIND
+
+    def propose(field, text):
+        client = FakeClient(_llm([{"op": "add_field", "field": field, "text": text, "criterion_id": "cold/c2"}]))
+        return LLMProposer(client).propose(ctx, "guidance"), client.prompts[0]
+
+    # The model is shown the task's earlier satisfying answer (time index) and the donor's example.
+    cand, prompt = propose("reference", "An answer that meets it: honey in WARM water soothes a sore throat, and "
+                                        "rest helps.\nOne that does not: " + PLAIN[0])
+    assert "(draw:5): Honey in warm tea and plenty of rest will help." in prompt and DONOR_ANSWER in prompt
+    assert cand.reference_source == "donor" and cand.used_evidence == ("donor:4",) and logged(cand).with_evidence
+    own, _ = propose("reference", "Like this earlier answer: honey in warm tea and plenty of rest will help.")
+    assert own.reference_source == "own" and own.used_evidence == ("draw:5",)
+    # Its own words: a mounted reference from no record; the persistence window is still its evidence_ids.
+    plain, _ = propose("reference", "Mention honey, for example honey in tea, and say why it helps.")
+    assert plain.reference_source is None and plain.used_evidence == () and not logged(plain).with_evidence
+    assert plain.evidence_ids == ctx.attribution.get("cold/c2").evidence.ids()
+    # A <criterion> quoting the donor uses it too, but is no <reference>.
+    crit, _ = propose("criterion", "Say something like: honey in warm water soothes a sore throat.")
+    assert crit.used_evidence == ("donor:4",) and crit.reference_source is None
+
+
 # ------------------------------------------------------------------------------ field texts, split, replace, history
 
 @pytest.mark.parametrize("text, pitfall, want", [
@@ -504,5 +559,6 @@ def test_the_dataset_reference_is_a_positive_only_when_the_run_opts_in():
     # build.training_tasks keeps a task's reference only under config.harness.use_dataset_reference.
     cand = RuleProposer().propose(context(reference=REF), "guidance")
     assert cand.reference_source == "dataset" and "task:reference" in cand.evidence_ids
+    assert cand.used_evidence == ()  # the dataset's reference is not retrieved from the memory
     assert REF in [a.text for a in cand.actions if a.field == "reference"][0]
     assert RuleProposer().propose(context(), "guidance").reference_source is None

@@ -267,6 +267,62 @@ def test_reversals_count_undos_within_two_draws_of_the_task(store):
     assert [(s, a.op) for s, _, a in store.actions("a", verdict="accepted")] == [(3, "restore"), (1, "downweight")]
 
 
+def test_reversal_windows_agree_with_a_pure_python_count_over_each_tasks_draws(store):
+    # Three tasks drawn at random steps; at a draw a task's level may be changed (accepted or rejected), often back
+    # to the value it had. Re-derived here from the plan alone: an accepted change is reversed when an accepted
+    # change at one of the task's next two draws sets the level back to its value before; it belongs to the window
+    # of its own step, wherever the undo falls.
+    rng = np.random.default_rng(3)
+    level = {t: 0 for t in "abc"}
+    draws = {t: [] for t in "abc"}  # per task, in order: (step, [(verdict, before, after)])
+    for step in range(28):
+        recs = []
+        for t in "abc":
+            if rng.random() < 0.35:
+                continue
+            acts = []
+            if rng.random() < 0.7:
+                before = level[t]
+                after = int(rng.integers(0, 3)) if rng.random() < 0.5 else before - 1 if before else before + 1
+                if after != before:
+                    verdict = "accepted" if rng.random() < 0.8 else "rejected"
+                    acts.append((verdict, before, after))
+                    level[t] = after if verdict == "accepted" else before
+            draws[t].append((step, acts))
+            recs.append(record(step, t, [[1, 0]], actions=[_act(v, "level", b, a, "reweight") for v, b, a in acts]))
+        store.append_step(step, recs)
+    flags = []  # (step, reversed, later draws up to 2) per accepted change
+    for seq in draws.values():
+        for p, (step, acts) in enumerate(seq):
+            for verdict, before, _ in acts:
+                if verdict != "accepted":
+                    continue
+                later = [x for _, xs in seq[p + 1:p + 3] for x in xs if x[0] == "accepted"]
+                flags.append((step, any(after == before for _, _, after in later), min(len(seq) - 1 - p, 2)))
+    assert len(flags) > 20 and 0 < sum(r for _, r, _ in flags) < len(flags)  # the plan has both kinds
+    got = store.reversal_windows(window=5)
+    assert [w["window"] for w in got["windows"]] == ["0-4", "5-9", "10-14", "15-19", "20-24", "25-29"]
+    for w in got["windows"]:
+        mine = [f for f in flags if f[0] // 5 == w["start"] // 5]
+        n, r = len(mine), sum(x for _, x, _ in mine)
+        assert (w["accepted"], w["reversed"], w["open"]) == (n, r, sum(k < 2 for *_, k in mine))
+        assert w["rate"] == pytest.approx(r / n) if n else np.isnan(w["rate"])
+    n, r = len(flags), sum(x for _, x, _ in flags)
+    assert (got["accepted"], got["reversed"], got["rate"]) == (n, r, pytest.approx(r / n))
+    assert store.reversals() == (r, n)  # the run total is the windows' sum
+
+
+def test_reversal_windows_of_an_empty_store_and_of_a_window_without_updates(store):
+    empty = store.reversal_windows()
+    assert empty["windows"] == [] and empty["accepted"] == 0 and np.isnan(empty["rate"])
+    store.append_step(3, [record(3, "a", [[1, 0]], actions=[_act("accepted", "level", 0, 1, "downweight")])])
+    store.append_step(12, [record(12, "a", [[1, 0]])])
+    got = store.reversal_windows(window=5)
+    assert [(w["window"], w["accepted"], w["open"]) for w in got["windows"]] == [("0-4", 1, 1), ("5-9", 0, 0),
+                                                                                ("10-14", 0, 0)]
+    assert got["windows"][0]["rate"] == 0.0 and np.isnan(got["windows"][1]["rate"])
+
+
 def test_truncate_after_resume_step_drops_later_steps_and_their_criteria(store):
     store.append_step(1, [record(1, "a", [[1, 0]])])
     store.append_step(2, [record(2, "a", [[1, 1]], texts=["new wording"]), record(2, "b", [[0, 1]])])
