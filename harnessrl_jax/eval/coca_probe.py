@@ -162,7 +162,7 @@ def probed_steps(workdir: str, steps: str) -> list[int]:
     else:
         wanted = sorted({int(s) for s in steps.split(",") if s.strip()})
     missing = [s for s in wanted if s and s not in kept]
-    if not kept and (missing or not wanted):
+    if not kept and (missing or steps in ("all", "final")):
         raise UserError(f"--steps={steps}: no checkpoint under {directory} (a compare run with "
                         f"--keep_checkpoints=false has none left; --steps=0 probes the seed policy)")
     if missing:
