@@ -36,7 +36,7 @@ def parse_arg(arg, **defaults):
     return opts
 
 
-# The paper's ablation rows (methods.md 3.9) as config.harness switches; `no_critic_no_memory` is the cumulative
+# The paper's ablation rows as config.harness switches; `no_critic_no_memory` is the cumulative
 # row ("- critic - memory"); `no_memory` alone is a supplementary row, not one of the paper's.
 ABLATIONS = {
     "": {},
@@ -46,7 +46,7 @@ ABLATIONS = {
     "only_guidance": {"only_guidance": True},
     "only_rubric": {"only_rubric": True},
     "only_sampling": {"only_sampling": True},
-    # Interface replacement (3.9.4): one interface runs a published rule, the other two HarnessRL's mechanism.
+    # Interface replacement: one interface runs a published rule, the other two HarnessRL's mechanism.
     "sec_sampling": {"sampling_rule": "sec"},
     "ruscarl_guidance": {"guidance_rule": "ruscarl"},
     "evorubric_rubric": {"rubric_rule": "evorubric"},

@@ -1,4 +1,4 @@
-"""CoCA (methods.md 1) and its ablations and variants as options of one config; SmolLM2-135M-Instruct on the bundled
+"""CoCA and its ablations and variants as options of one config; SmolLM2-135M-Instruct on the bundled
 mini set on the CPU by default, the paper's 12-rollout budget split (6, 6).
 
     python launch/train.py --config=experiments/coca.py --workdir=/tmp/coca

@@ -16,21 +16,11 @@ and judging on SGLang servers.
     python launch/train.py --config=experiments/rubric_mix_4b.py:ablation=no_critic_no_memory ...   # an ablation row
     python launch/train.py --config=experiments/rubric_mix_4b.py:cpu --workdir=/tmp/rm4b  # every setting, on a CPU
 
-Options: `method=NAME` (harnessrl by default), `ablation=NAME` (base.ABLATIONS), `cpu`: the same experiment sized
-for a CPU machine (below). third_party/sglang/README.md says how to start the policy servers, the judge servers and
-the trainer processes on 16 x 8 H100. Nothing is downloaded: model_name is a local HF directory (the published
-multimodal checkpoint: config.json + *.safetensors + tokenizer files; its vision tower is carried through every
-weight update untouched) and tasks.path a local JSONL task file. The judge and the evolver model (LLM proposer and
-LLM hacking check: the paper's three roles on one model) are SGLang servers of gemma-4-31B-it behind the
-OpenAI-compatible API; the semantic index uses bge-base-en-v1.5 from a local directory with its 0.82 threshold (the
-bundled MiniLM is refused unless the threshold is recalibrated for it). The mesh spreads parameters and optimiser
-state over every trainer device (fsdp = -1) and computes in bfloat16 with float32 master weights and rematerialised
-layers. Response and prompt budgets are this config's choice (the paper does not state them).
-
-`cpu` keeps every setting above except what cannot run here: a tiny random Qwen3.5 (`qwen3.5-tiny`: 3 Gated
-DeltaNet layers + 1 gated attention layer, SmolLM2's tokenizer), the bundled mini task set, 2 tasks x J = 4 with
-32 new tokens, float32, the in-process engine, a mesh over the 8 fake CPU devices, and no model server: rule
-criteria and the rule proposer only, the bundled MiniLM with its own calibrated threshold.
+Options: `method=NAME` (harnessrl by default), `ablation=NAME` (base.ABLATIONS), `cpu`: every setting above except
+what cannot run on a CPU (a tiny random Qwen3.5, the bundled mini tasks, 2 tasks x J = 4 with 32 new tokens, float32,
+the in-process engine, 8 fake CPU devices, rule criteria and the rule proposer, the bundled MiniLM with its own
+threshold). Nothing is downloaded: model_name is a local HF directory, tasks.path a local JSONL; the judge and the
+evolver model are SGLang servers of gemma-4-31B-it; third_party/sglang/README.md starts them on 16 x 8 H100.
 """
 
 from experiments import base

@@ -34,18 +34,16 @@ def get_config(arg=None):
     c.optim.lr = 1e-6
     c.micro_batches = 2  # 8 rows, two slices of 4
     # Memory of a 135M model on a CPU: recomputing each layer in the backward (about a third more layer FLOPs)
-    # keeps the step's temporaries at ~1.3 GB instead of ~5 GB (launch/plan.py), at the same step time on this
-    # machine, where the saved activations' fresh pages cost as much as the recomputation.
+    # keeps the step's temporaries at ~1.3 GB instead of ~5 GB (launch/plan.py), and on a CPU the saved
+    # activations' fresh pages cost about as much as the recomputation.
     c.model.remat = True
     # Rows padded to the step's longest row (a multiple of 64), not to the 368-token budget: prompts without
     # guidance fill about half of it. One compile per width seen.
     c.train_seq_bucket = 64
     c.mesh.num_devices = 1
     # The critic's one-task rounds pad to the rollouts' two prompts and reuse their compiled sampler, against a
-    # batch-1 program's own compile (~2 s) in every process that has not cached it. What the padding costs depends
-    # on the CPU: ~0.1 s per such call on one 2-core machine, 0.9 s on another (an Intel Xeon with AMX: a 247-token
-    # prompt, n = 4, 48 tokens, 3.87 s padded against 2.97 s). launch/bench_step.py, which compiles from scratch,
-    # still measured the padding faster on both.
+    # batch-1 program's own compile in every process that has not cached it; what the padding costs depends on
+    # the CPU, and launch/bench_step.py measured it faster overall (docs/design.md, Measurements).
     c.rollout.min_batch = c.tasks_per_step
     c.checkpoint.every = 5
     # A <criterion> and a <critique> take ~60 SmolLM2 tokens, a <reference> of two examples up to ~150 (cut to fit).

@@ -1,31 +1,13 @@
 """What the launch scripts share: absl's app.run where a user's mistake (a config that cannot run, a missing file,
-checkpoint or server) is reported as a short message and exit code 2 instead of a traceback; and malloc settings
-for XLA's temporaries.
+checkpoint or server) is a short message and exit code 2 instead of a traceback; malloc settings; XLA flags.
 
-XLA's CPU runtime allocates an executable's temporaries afresh on every call (one block: ~1-5 GB for a SmolLM2
-train step) and frees them after it. By default glibc maps a block that large straight from the kernel and unmaps it
-on free, so every call faults the whole block in again, in 4 KiB pages: about a million page faults per update,
-which serialise the compute threads (launch/bench_train.py shows them). The launch scripts run with four glibc
-tunables (MALLOC_TUNABLES below; glibc reads them only at process start):
-  - glibc.malloc.hugetlb=1 (glibc >= 2.35): transparent huge pages for what it maps, 512x fewer faults;
-  - mmap_max=0, arena_max=1, trim_threshold=1 TiB: every block comes from the main heap (no per-thread arenas,
-    which would map large blocks anyway) and freed memory is kept for the next call instead of being handed back,
-    so a train step's temporaries are faulted in once per process, not once per call (the CPU default's train
-    stage ~12% faster in launch/bench_step.py). The heap then stays at its high-water mark: the CPU default's peak
-    resident memory did not grow in bench_step and grew 0.3-0.4 GB in the warm 12-step demo, and a process that runs
-    many programs with large temporaries one after another keeps room for each (launch/bench_train.py's four
-    variants: ~16 GB).
-On a host with an accelerator (JAX_PLATFORMS naming one, or else a GPU or TPU device file) XLA's temporaries live
-on the device, so only the first applies there (HUGE_PAGES), and host threads keep their own malloc arenas. A launch
-script run directly re-executes itself once with GLIBC_TUNABLES set, before anything else runs, on Linux where the
-variable is not already set. HARNESSRL_NO_REEXEC=1, or any GLIBC_TUNABLES of one's own, turns that off.
-
-XLA's CPU backend compiles on its older fusion emitters (XLA_FLAGS += OLDER_FUSION_EMITTERS, `add_xla_flags`): on
-jaxlib 0.10, the CPU default's step ran 1.12-1.19x faster by them in three alternating runs of launch/bench_step.py
-(train, rollout and critic stages all faster), its first compiles took 0.6x as long and its peak memory was 0.3 GB
-lower. XLA aborts on a flag it does not know, so it is added only on the jaxlib versions where it was measured
-(FUSION_EMITTERS_MEASURED); an XLA_FLAGS that already names the option (e.g. `--xla_cpu_use_fusion_emitters=true`,
-XLA's own default) is left as it is."""
+XLA's CPU runtime allocates an executable's temporaries (gigabytes for a train step) afresh on every call, and glibc
+maps so large a block from the kernel and unmaps it on free, so every call faults it in again, 4 KiB at a time. A
+launch script run directly re-executes itself once on Linux with MALLOC_TUNABLES (huge pages; every block from the
+main heap, kept for the next call), or only HUGE_PAGES with an accelerator; HARNESSRL_NO_REEXEC=1, or a
+GLIBC_TUNABLES of one's own, turns that off. On the jaxlib versions in FUSION_EMITTERS_MEASURED the CPU backend
+compiles with its older fusion emitters, which were faster there. docs/design.md (Measurements) has the numbers.
+"""
 
 from __future__ import annotations
 
@@ -53,7 +35,8 @@ XLA_ADDED = "HARNESSRL_XLA_FLAGS_ADDED"  # what add_xla_flags appended to XLA_FL
 
 
 def default_xla_flags() -> str:
-    """OLDER_FUSION_EMITTERS where the installed jaxlib is one it was measured on (module docstring), else ''."""
+    """OLDER_FUSION_EMITTERS where the installed jaxlib is one it was measured on (FUSION_EMITTERS_MEASURED), else
+    ''."""
     from importlib import metadata
 
     try:
@@ -102,8 +85,9 @@ def user_environment() -> dict[str, str]:
 
 
 def malloc_tunables() -> str:
-    """MALLOC_TUNABLES where XLA computes on the host's CPU, HUGE_PAGES where it has an accelerator (module
-    docstring); decided before jax is imported, from JAX_PLATFORMS when set, else from the device files."""
+    """MALLOC_TUNABLES where XLA computes on the host's CPU, HUGE_PAGES where it has an accelerator (its
+    temporaries live on the device); decided before jax is imported, from JAX_PLATFORMS when set, else from the
+    device files."""
     platforms = os.environ.get("JAX_PLATFORMS", "").strip()
     if platforms:
         accelerator = platforms.split(",")[0].strip().lower() != "cpu"
@@ -113,7 +97,7 @@ def malloc_tunables() -> str:
 
 
 def reexec_with_malloc_tunables(script_is_main: bool) -> None:
-    """Re-executes this launch script with GLIBC_TUNABLES=malloc_tunables() (see the module docstring), only when
+    """Re-executes this launch script with GLIBC_TUNABLES=malloc_tunables() (glibc reads them at start), only when
     it runs as the main program (`script_is_main`; not a test calling its main). A script that imports jax at its
     top calls this before, so nothing is imported twice."""
     if (not script_is_main or not sys.platform.startswith("linux") or "GLIBC_TUNABLES" in os.environ

@@ -1,26 +1,14 @@
 """Failures that change what a reward or a harness update means: counted, retried after a pause, and a run that
-cannot go on stopped cleanly instead of training on a different rubric.
+cannot go on stopped cleanly instead of training on a different rubric (docs/design.md says what each does).
 
     judge = GuardedJudge(judge, OutagePolicy(...config.judge's...))              # build.build_judge
     client = GuardedClient(client, OutagePolicy(...config.evolver_model's...))   # build.build_evolver_client
     metrics.update(judge_step_metrics(stats_before, judge.stats))               # per step (stepper.Stepper)
     check_workdir(workdir, min_free_mb)                                          # before any model loads
 
-Judge. A cell is *failed* when the server gave no verdict (status 'error' or 'timeout', after the client's own
-retries) and *unparsed* when it answered with no readable verdict. Both are counted per step (`judge/*` metrics,
-the progress line). A batch of cells (a step's scoring, a critic regrade) whose failed share exceeds
-`max_failed_fraction` is not used: after `outage_pause_s` its failed cells, the same responses against the same
-criteria, are asked again (no sampling, no RNG), up to `outage_retries` times; a judge still down then raises
-`JudgeOutage`, which launch/train.py turns into a checkpoint of the last complete step and a short error naming
-the server, the failure kinds and how to resume. Unparsed cells are counted and shown but do not stop a run:
-asking again returns the same answer (the server is up; its answers are the problem).
-
-Evolver model. Each call decides a harness update, so any call that fails after the client's retries (no answer:
-connection, 5xx, timeout) is asked again after the pause, and a model still down raises `ModelOutage`; a request the
-server refuses (a 4xx) is passed back to the caller, which records it (a rejected candidate with the reason).
-Oracle (`eval.oracle_run.oracle_run`): a step's pairwise calls under the judge's rule, its share of unanswered calls.
-
-Secrets never pass through here: servers are named by URL and model, never by the key that reaches them.
+A judge cell is *failed* without a verdict (after the client's retries) and *unparsed* without a readable one; only
+failed cells are asked again (the same responses and criteria: no sampling, no RNG). Secrets never pass through
+here: servers are named by URL and model, never by the key that reaches them.
 """
 
 from __future__ import annotations

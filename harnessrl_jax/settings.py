@@ -69,7 +69,7 @@ class ModelSection:
 
     compute_dtype: str = "float32"  # the matmuls' precision; master weights stay float32
     remat: bool = False  # recompute each layer in the backward pass
-    # False: the llama layers unrolled, ~10% faster updates without remat at a compile time that grows with depth
+    # False: the llama layers unrolled, faster updates without remat at a compile time that grows with depth
     # (models/llama.py ModelConfig.scan_layers); keep True with remat.
     scan_layers: bool = True
     init_std: float = 0.02  # random-weight presets only

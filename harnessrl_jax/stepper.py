@@ -86,7 +86,7 @@ class Stepper:
             log.warning("no LLM judge (config.judge.kind='rule'): %d LLM criteria dropped from the training rubric",
                         self.dropped_llm)
         self.parts: MethodParts | None = None  # the method's sampler, prompt writer, rule and scheme
-        self.memory: Memory | None = None
+        self.memory: Memory | None = None  # every run records its draws (the reversal rate, launch/oracle.py)
         self.client = None
         self.harness: HarnessState | None = None
         self.evolver: Evolver | None = None
@@ -96,22 +96,29 @@ class Stepper:
     def sampler(self):
         return self.parts.sampler
 
+    @property
+    def seen_memory(self) -> Memory | None:
+        """The memory as the evolver and the method's parts see it: none without the method's memory."""
+        return self.memory if self.method.memory else None
+
     # ----------------------------------------------------------------------------------------------- set-up
 
     def start(self, extra: dict[str, Any] | None) -> None:
         """Fresh (extra None) or resumed from a checkpoint's extra: the harness, the memory, the method's parts."""
         config = self.run.config
         h = section(config, "harness")
-        if self.method.memory:
-            positions = extra["memory"] if extra else -1  # fresh: drop whatever an earlier run left
-            self.memory = Memory.open(os.path.join(self.workdir, "memory"),
-                                      embedder=section(config, "memory").embedder_name(), positions=positions)
+        # The record store is kept by every run, for logging; a method without memory (no_memory) is shown none
+        # of it (no time index, no semantic index, no donors, no update history) and builds no semantic index.
+        positions = extra["memory"] if extra else -1  # fresh: drop whatever an earlier run left
+        self.memory = Memory.open(os.path.join(self.workdir, "memory"), positions=positions,
+                                  embedder=section(config, "memory").embedder_name() if self.method.memory else None)
+        seen = self.seen_memory
         # the hacking check observes every method; the evolver model writes for every part that has a model
         if h.llm_check or (h.proposer == "llm" and self.method.uses_evolver_model):
             self.client = build_evolver_client(config)
-        self.evolver, cold = build_evolver(config, self.method, self.memory, self.client)
+        self.evolver, cold = build_evolver(config, self.method, seen, self.client)
         self.parts = MethodParts(self.method, PartsContext(
-            config, self.tasks, self.method, memory=self.memory, client=self.client if h.proposer == "llm" else None,
+            config, self.tasks, self.method, memory=seen, client=self.client if h.proposer == "llm" else None,
             critic=self.evolver.critic, workdir=self.workdir))
         if extra:
             self.harness = HarnessState.from_dict(extra["harness"])
@@ -194,8 +201,9 @@ class Stepper:
         timer = {"critic": 0.0, "resampled": 0}
         draws = [Group(t, tuple(r), s) for t, r, s in zip(tasks, groups.responses, S)]
         hooks = critic_hooks(run, seed, timer)
-        result = self.evolver.step(step, draws, H, memory=self.memory, hooks=hooks)
-        result, dynamics = self.parts.after_judge(step, draws, H, result, memory=self.memory, hooks=hooks)
+        seen = self.seen_memory
+        result = self.evolver.step(step, draws, H, memory=seen, hooks=hooks)
+        result, dynamics = self.parts.after_judge(step, draws, H, result, memory=seen, hooks=hooks)
         timings["time/evolver"] = time.perf_counter() - start
         start = time.perf_counter()
         if self.memory is not None:

@@ -1,4 +1,4 @@
-"""HarnessBandit against its mixtures (methods.md 2.12) over seeds: train each method from the same base config,
+"""HarnessBandit against its mixtures over seeds: train each method from the same base config,
 then evaluate the untrained and the final policy under a training arm and under the held-out arm.
 
     python launch/bandit_compare.py --base_config=experiments/tiny_cpu.py --seeds=0,1,2 --out=runs/bandit

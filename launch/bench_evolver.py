@@ -3,21 +3,11 @@
     python launch/bench_evolver.py [--config=experiments/smollm2_cpu.py:method=harnessrl] [--tasks=12]
         [--num_generations=8] [--groups=runs/bench_evolver/groups.json] [--seed=0]
 
-Real groups: the config's policy (SmolLM2-135M-Instruct by default) answers `--tasks` training tasks of the mini set
-twice (two independent groups of J). Known failures are then injected into each task's rubric, one of each kind,
-chosen from the recorded responses so the ground truth holds by construction:
-- blind: a criterion no response of either group meets (a required word none of them uses);
-- saturated: a criterion every response of both groups meets (a word every response uses, or a generous length
-  limit);
-- spurious: a criterion that splits the group on a surface feature and is uncorrelated with quality (a common word
-  used by part of the group; |Pearson r| with the task's rule-oracle score <= 0.3 in the recorded groups).
-The first group is recorded in a fresh memory (the time index: one earlier draw, so the persistence windows of 2
-are filled) and the config's evolver (attributor -> proposer -> just-in-time critic, its thresholds and bands) runs
-on the second, with the policy resampling under candidate guidance and the rule judge regrading. The table gives,
-per failure kind: recall (injected criteria labelled with their kind), precision (of all criteria labelled with the
-kind, the injected ones), the share of detected injections an accepted update acted on, and false alarms (untouched
-seed criteria labelled with the kind; these may be real failures of the seed rubric, so they bound precision
-rather than count as errors). The numbers are the baseline later changes to the evolver must not make worse.
+The config's policy answers `--tasks` tasks of the mini set in two groups; one blind, one saturated and one spurious
+criterion is injected into each task's rubric, chosen from the recorded responses so the ground truth holds. The
+first group goes into a fresh memory and the config's evolver runs on the second. Per failure kind: recall,
+precision, the share of detected injections an accepted update acted on, and false alarms on seed criteria (which
+may be real failures, so they bound precision). docs/design.md (Measurements) gives how the injections are chosen.
 """
 
 from __future__ import annotations

@@ -3,22 +3,12 @@
     python launch/bench_step.py [--steps=6] [--repeats=3]
     python launch/bench_step.py --repo=OLD_CHECKOUT --record=launch/bench_step_baseline.json   # (re)record it
 
-Each repeat runs `launch/train.py --config=experiments/smollm2_cpu.py:method=harnessrl` as `make demo` does (8
-medical tasks of the mini set, J = 4, the rule judge, the full evolver) for --steps steps in a fresh process and
-a scratch workdir, and reads what the run itself logs: `time/*` of every step from metrics.jsonl. Step 1 carries
-the train step's and the sampler's first compiles and is reported on its own; the steady step is the mean of
-steps 2 onwards, by stage (rollout, judge, evolver with the critic inside it, memory, train). Startup is the time
-from the process's start to the start of step 1 (weights, tokenizer, tasks, MiniLM, the judge), read from the
-moment step 1's metrics line appears minus that step's time. Peak memory is the process's maximum resident set
-(wait4's ru_maxrss), the number `make demo`'s users see.
-
-The baseline (launch/bench_step_baseline.json) is the same benchmark run on the code before the performance work
-of the train step, the sampler and the harness step (`--repo` at that commit, b22c96a, `--record`); the table prints
-both and the ratio, and a one-line verdict, so a regression shows. Figures from another machine compare only with a
-baseline recorded there: the record carries its machine (CPU model, cores, float32 matmul rate, memory read
-bandwidth, measured after the runs), and the verdict says so when this machine differs (another CPU or core count,
-or a rate 25% away; the same machine's rates vary by up to ~20% between runs). Keep other work off the machine
-while it runs.
+Each repeat runs `launch/train.py --config=experiments/smollm2_cpu.py:method=harnessrl` as `make demo` does for
+--steps steps in a fresh process and reads its metrics.jsonl: step 1 (the first compiles) apart, the steady step
+(the mean of steps 2 on) by stage, start-up, and peak resident memory. The table sets them against the baseline
+(launch/bench_step_baseline.json, the code before the performance work of the train step, the sampler and the
+harness step, commit b22c96a) with a one-line verdict; a baseline recorded on another machine (CPU, cores, matmul
+rate, read bandwidth) is flagged. Keep other work off the machine while it runs.
 """
 
 from __future__ import annotations

@@ -2,30 +2,12 @@
 
     python launch/bench_train.py [--batch=16] [--seq=128] [--repeats=3] [--micro_batches=1,4] [--layers=scan,unroll]
 
-Both sides run SmolLM2-135M-Instruct in float32 on the CPU from the same GGUF weights: the JAX side is this project's
-sharded train step (rl/step.py, one device, no reference forward since kl_coef = 0, the output head on the
-completion_len = seq - prompt completion positions, as build.make_trainer sets it), once per --micro_batches value
-(the same update, gradients summed over slices) and --layers value (the model's scan_layers: the layers in a lax.scan,
-as every shipped config runs them, or unrolled, models/llama.py); the PyTorch side is transformers' model as TRL's
-GRPOTrainer runs it (logits_to_keep: the head only on the completion positions, selective log-softmax at the sampling
-temperature, ratio against detached logprobs, clipped surrogate, token mean) then clip_grad_norm_ and
-torch.optim.AdamW. Runs alternate between the implementations so machine load hits all alike; the best of the repeats
-is reported. Achieved FLOP/s counts the update's matmul FLOPs analytically (forward + backward = 3 x forward: the
-layers at every position, the head at the completion positions; the JAX head's recomputation in its backward, when it
-has more than one chunk, is not counted) against a large float32 matmul's rate measured in the same run before the
-first repeat and after each: each repeat's update is set against the faster of the two rates measured around it, the
-machine as fast as it was then (a shared machine's speed drifts by tens of percent within minutes), and the table
-gives the median share over the repeats and its range.
-
-The system time and page faults per update show allocation cost: XLA's CPU runtime allocates each call's temporaries
-afresh, and where glibc maps them straight from the kernel, faulting gigabytes of fresh pages serialises the
-threads. The script, like every launch script, runs with the malloc settings of harnessrl_jax/cli.py, which keep
-freed memory for the next call (HARNESSRL_NO_REEXEC=1, or a GLIBC_TUNABLES of one's own, to measure without); they
-apply to both implementations alike. The JAX variants share one train state (each update takes the state the one
-before left), so the process holds one copy of the weights and AdamW moments however many variants it times; each
-variant's temporaries stay on the heap, though (~16 GB for the default four variants: time fewer where memory is
-short). A breakdown of the full-batch JAX update (forward, forward + backward, whole step) shows where the rest
-goes. Keep other work off the machine while it runs.
+Both sides run SmolLM2-135M-Instruct in float32 on the CPU from the same GGUF weights: this project's sharded train
+step (one device, kl_coef = 0, the head on the completion positions) per --micro_batches and --layers value, and
+transformers' model as TRL's GRPOTrainer runs it, then clip_grad_norm_ and AdamW. Runs alternate between the two;
+the best repeat is reported, with its matmul FLOP/s against a float32 matmul's rate measured around it, the system
+time and page faults per update, and a breakdown of the JAX update. docs/design.md (Measurements) says how it
+counts. Keep other work off the machine while it runs.
 """
 
 from __future__ import annotations
@@ -89,7 +71,7 @@ class JaxUpdate:
                                LossSettings(kl_coef=0.0, clip_low=CLIP, clip_high=CLIP, temperature=TEMPERATURE),
                                schedule=schedule, micro_batches=micro_batches,
                                completion_len=FLAGS.seq - FLAGS.prompt)
-        # {"state": TrainState}, one for every variant given the same dict (see the module docstring)
+        # {"state": TrainState}, one for every variant given the same dict: the process holds one copy of the weights
         self.shared = {} if shared is None else shared
         if "state" not in self.shared:
             self.shared["state"] = self.trainer.init_state(params, jax.random.PRNGKey(0))

@@ -40,7 +40,7 @@ flags.DEFINE_float("dedup_threshold", 0.95, "Cosine at or above which two prompt
 flags.DEFINE_bool("generate_rubrics", False, "Generate LongWriter-Zero's seed rubrics (then exit).")
 flags.DEFINE_enum("generator_kind", "openai", ["openai", "anthropic"], "The generator model's API.")
 flags.DEFINE_string("generator_base_url", "", "The generator's server (OpenAI-compatible: with /v1).")
-flags.DEFINE_string("generator_model", "", "The generator model (the evolver/judge model, AMB-5.7).")
+flags.DEFINE_string("generator_model", "", "The generator model (the evolver/judge model).")
 flags.mark_flags_as_required(["sources_dir"])
 FLAGS = flags.FLAGS
 

@@ -1,33 +1,20 @@
 """Any set of arms (a method with config overrides) over the same seeds, budget and sampling seeds, into one
-directory: held-out score under the seed rubrics and the oracle, statistics as the papers report them (methods.md
-4.7), steps to the best checkpoint. Not part of the tests at this size (minutes per run).
+directory: held-out score under the seed rubrics and the oracle, the papers' statistics, steps to the best checkpoint.
 
     python launch/compare.py --base_config=experiments/smollm2_cpu.py --seeds=0,1,2 --out=runs/compare \\
         --arm=grpo --arm=harnessrl --arm=no_critic=method=harnessrl,harness.no_critic=true
     python launch/compare.py --preset=paper ...        every method, the ablation and the replacement rows
 
-An arm is `NAME` (a registered method, or an arm of the preset) or `NAME=KEY=VALUE,KEY=VALUE` (config overrides,
-dotted keys, values converted to the type of the base config's value). Every arm trains with the base config's
-budget (steps, tasks per step, J, generation length: overriding them is an error) and, for each seed, the same
-config.seed (the policy's initialisation and every step's sampling seed) into OUT/<name>-s<seed> (resuming what
-is there; a run whose scores are saved, OUT/<name>-s<seed>/compare_scores.json, is neither trained nor evaluated
-again, so a stopped comparison resumes where it stopped). `--methods` (one arm per method) is kept for the
-two-method comparison. Each run's seed policy (step 0)
-and every kept checkpoint are evaluated on the held-out tasks (--heldout=FILE.jsonl, or split --eval_split of a
-bundled set; a task file or toy source without --heldout is an error unless --eval_split=train) with bare prompts
-by harnessrl_jax.eval: J samples per task with one sampling seed (--eval_seed) for every evaluation, scored under
-the seed rubrics and the rule oracle rubrics.
+An arm is `NAME` (a registered method, or an arm of the preset) or `NAME=KEY=VALUE,KEY=VALUE` (dotted config keys).
+Every arm keeps the base config's budget (overriding it is an error) and, per seed, the same config.seed, and trains
+into OUT/<name>-s<seed>; a run whose scores are saved (compare_scores.json) is not trained or evaluated again, so a
+stopped comparison resumes. Each run's seed policy and kept checkpoints are evaluated on the held-out tasks
+(--heldout, or --eval_split of a bundled set) with bare prompts, J samples per task, one sampling seed.
 
-compare.json holds every checkpoint's per-task scores, the tasks' domains, the arms and their overrides, and per
-score (final checkpoint: unbiased; best checkpoint by held-out score: selected on the evaluation set, optimistic):
-- the legacy two-arm row (`final/seed_rubric`, ...): each arm's mean and the last arm minus the first, paired
-  bootstrap over tasks x seeds;
-- `stats`: per arm the macro aggregate (mean of the domain means), its per-domain means, the standard deviation of
-  the macro aggregate over seeds (ddof = 1, AMB-4.15), and against the reference arm (--reference) the margin with
-  the crossed item x seed bootstrap stratified by domain (eval.stats.paired_bootstrap_grid, --bootstrap resamples,
-  10,000 in the paper) and the paired sign-flip permutation p (eval.stats.paired_permutation, --permutations).
-Each run's final evaluation is its eval.json (launch/eval.py's schema). experiments/notebooks/ turn the directory
-into the paper's tables (main_table, ablation_table, replacement_table, failure_shares, paper_tables).
+compare.json holds every checkpoint's per-task scores, the tasks' domains, the arms and, per score (final
+checkpoint; best checkpoint, optimistic): the legacy two-arm row, and `stats`: per arm the macro aggregate, its
+domain means, its seed SD (ddof = 1), and against --reference the margin with the crossed item x seed bootstrap
+(eval.stats.paired_bootstrap_grid) and the sign-flip permutation p. experiments/notebooks/ print the tables.
 """
 
 from __future__ import annotations
@@ -69,8 +56,8 @@ flags.DEFINE_bool("keep_checkpoints", True, "Keep each run's checkpoints after i
                   "once its scores are saved; a 135M policy's checkpoints take ~1.6 GB each).")
 FLAGS = flags.FLAGS
 
-# The paper's arms (methods.md 3.0): the main table's methods, SEC alone (a supplementary row: the paper uses it
-# only as a sampling rule), the ablation rows (3.9.1-3.9.3) and the interface replacements (3.9.4).
+# The paper's arms: the main table's methods, SEC alone (a supplementary row: the paper uses it only as a sampling
+# rule), the ablation rows and the interface replacements.
 PAPER_ARMS = {
     "grpo": "method=grpo", "ruscarl": "method=ruscarl", "skillrl": "method=skillrl", "evorubric": "method=evorubric",
     "amaris": "method=amaris", "amaris_pp": "method=amaris_pp", "sec": "method=sec", "harnessrl": "method=harnessrl",

@@ -6,19 +6,10 @@
         --ood=medqa=DATA/medqa/test.jsonl,gpqa=DATA/gpqa_diamond.csv,rolebench=DATA/RoleBench,\
 ifbench=DATA/IFBench_test.jsonl,writingbench=DATA/benchmark_all.jsonl
 
-Loads the config's model, restores the policy of checkpoint --step (default: the latest under
-WORKDIR/checkpoints; 0: the config's initial weights, no checkpoint needed), and evaluates it with bare prompts:
-- in-domain (harnessrl_jax.eval.evaluate): --num_samples responses per task with the config's sampling settings and
-  --seed, scored under the seed rubrics by the config's judge and under the rule oracle rubrics, with the criterion
-  failure taxonomy. Tasks: the held-out file --heldout, or --split of a bundled set (default 'heldout'). A task
-  file or toy source has no held-out split of its own: without --heldout that is an error (never the training
-  set in disguise); --split=train evaluates the training tasks, labelled so; --split=none skips in-domain.
-- OOD (harnessrl_jax.eval.ood), with --ood=NAME=PATH,...: each benchmark's released file(s) from a local path,
-  --ood_samples responses per item, scored by the benchmark's own rule; WritingBench by the configured judge.
-- under harness arms (HarnessBandit, harnessrl_jax.eval.harness_arms), with --arms=plain,persona_roleplay: the
-  in-domain tasks under each arm's prompt and rubric: mean score, pass@J and pass^J at --pass_threshold (default
-  config.bandit.pass_threshold, AMB-2.5), in eval.json's "arms" block.
-eval.json (or --out) is written atomically:
+With bare prompts: in-domain (harnessrl_jax.eval.evaluate; --heldout, or --split of a bundled set: a task file
+without --heldout is an error, never the training set in disguise), OOD (harnessrl_jax.eval.ood, --ood=NAME=PATH),
+and under harness arms (harnessrl_jax.eval.harness_arms, --arms=plain,persona_roleplay: mean, pass@J and pass^J at
+--pass_threshold, default config.bandit.pass_threshold). eval.json (or --out) is written atomically:
 
     {"step", "split", "config", "tasks", "num_samples", "seed_rubric": {"mean", "ci95"}, "oracle": {...},
      "per_domain": {...}, "taxonomy": {...}, "taxonomy_counts", "per_task", "response_tokens_mean", "seconds",

@@ -2,39 +2,15 @@
 
     python launch/train.py --config=experiments/<name>.py [--config.key=value ...] --workdir=DIR
 
-The config is checked before any model loads (harnessrl_jax.checks: every wrong value and everything the machine
-lacks, each with the flag that fixes it). Writes under DIR: `config.json` (the whole config: every threshold),
-`metrics.jsonl` (one JSON object per step, with step time by stage and the process's peak resident memory so far,
-`process/peak_rss_gb`), `harness.jsonl` (every candidate the harness
-evolver measured, with label, deltas and verdict; empty for a method whose harness is frozen), `checkpoints/`
-(orbax; the harness, the sampler and the memory positions in the `extra` slot), `memory/` (the record store and
-semantic index) and, at the end, `report.html` (launch/report.py). Restarted with the same workdir it resumes from
-the latest checkpoint and continues exactly as if it had not stopped.
-
-Start-up. Once the first step of the process is done (or at once when there is no step to run), one log line and
-`startup.json` give the wall seconds from launch to training: `weights_s` (reading the weights and building the
-params), `tokenizer_s`, `build_s` (everything else before the first step: config checks, tasks, mesh, trainer, engine,
-judge, memory, the train state or the restored checkpoint, with the compiles they need; the memory's embedding model
-loads in a background thread from the train state's build on, and whatever of that load is left after step 1's
-rollouts and judging counts in that step, as its `time/memory`), `imports_s` (Python imports before `train` runs; 0
-when `train` is called as a function), `compile_s` (XLA compile seconds, persistent-cache look-ups included, from
-`train` through the first step; tracing and lowering not counted), `first_step_compile_s` (the part of compile_s
-inside the first step), `first_step_s` (the first step's wall time, compiles and all), and `total_s` = imports_s + the
-time to the first step + first_step_compile_s: what a user waits before the run trains at speed. Also `compiles`
-(programs compiled or loaded), `compile_cache` (the --compilation_cache directory, or null), `compile_cache_hits`,
-`xla_flags` (the XLA_FLAGS compiled with, harnessrl_jax/cli.py's included) and `start_step` (0, or the step resumed
-from). With --compilation_cache (on by default, under ~/.cache/harnessrl_jax/xla or $JAX_COMPILATION_CACHE_DIR) a
-run whose programs were compiled before loads them.
-
-Failures (harnessrl_jax.failures). An unwritable or nearly full workdir is an error before any model loads. A
-damaged or partial newest checkpoint is named in one line and set aside, and the run resumes from the newest intact
-one (--on_damaged_checkpoint=stop stops instead); --restore_step=N resumes from checkpoint N, setting the newer ones
-aside; the memory and the JSONL logs are cut back to the checkpoint used. A judge, evolver model or oracle server
-that stays down through config's outage retries stops the run with a checkpoint of the last complete step and a
-short error naming the server, the failure kinds and the command that resumes.
-
-Multi-host: start one process per host with --coordinator_address=HOST:PORT --num_processes=N --process_id=i (or
-the JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID variables); the mesh then spans every process.
+The config is checked before any model loads (harnessrl_jax.checks: each problem with the flag that fixes it).
+Writes under DIR `config.json`, `metrics.jsonl` (one line per step: metrics, time by stage, `process/peak_rss_gb`),
+`harness.jsonl` (every candidate the evolver measured), `checkpoints/` (orbax; harness, sampler and memory positions
+in `extra`), `memory/`, `startup.json` (seconds from launch to training, by stage: docs/design.md, Measurements) and
+at the end `report.html`. Restarted in its workdir it resumes exactly; a damaged newest checkpoint is set aside
+(--on_damaged_checkpoint), --restore_step=N resumes from N, and a server that stays down stops the run with a
+checkpoint of the last complete step and the command that resumes. Multi-host: one process per host with
+--coordinator_address=HOST:PORT --num_processes=N --process_id=i (or JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES,
+JAX_PROCESS_ID); the mesh spans every process.
 """
 
 from __future__ import annotations
@@ -163,14 +139,14 @@ def use_compilation_cache(directory: str) -> None:
     if not directory:
         return
     jax.config.update("jax_compilation_cache_dir", directory)
-    # JAX's default (1 s) keeps only the big programs; the ~50 small ones of a first step still take ~2 s.
+    # JAX's default (1 s) keeps only the big programs; the ~50 small ones of a first step add up to seconds.
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 class Startup:
     """Seconds from launch to training, by stage, written to `<workdir>/startup.json` once the first step of this
-    process is done (see the module docstring for the keys)."""
+    process is done (docs/design.md, Measurements, lists the keys)."""
 
     def __init__(self, process_start: float | None):
         self.begun = time.perf_counter()

@@ -27,7 +27,7 @@ def read_metrics(workdir):
 
 
 def read_startup(workdir):
-    """startup.json, checked for the keys and stages train.py's docstring names."""
+    """startup.json, checked for the keys and stages docs/design.md (Measurements) names."""
     with open(os.path.join(workdir, "startup.json")) as f:
         startup = json.load(f)
     for key in ("weights_s", "tokenizer_s", "build_s", "imports_s", "compile_s"):

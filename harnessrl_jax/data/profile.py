@@ -3,15 +3,10 @@
     python -m harnessrl_jax.data.profile [--split=all] [--n=8] [--max_new_tokens=96] [--budgets=48,64,96]
         [--samples=PATH.jsonl] [--out=REPORT.json]
 
-Samples J = n responses per task from the policy (SmolLM2-135M-Instruct by default, on the in-process JAX
-engine, temperature 1.0, no guidance), scores every `verifier:rule` criterion, and labels each criterion by its
-pass rate over the group: blind (met by no response), saturated (met by every response) or discriminative
-(anything in between). For a pitfall the "pass" is the bad behaviour occurring, so a blind pitfall is one the
-policy never commits. LLM-only criteria are left out (no judge on the CPU default).
-
-One sampling run at the largest budget also gives the smaller ones: a response cut at b tokens is exactly a
-sample under a b-token budget, so `--budgets` rescoring needs no new samples. `--samples` keeps the raw token ids,
-and a later run with the same path and `--rescore` only rescores them (useful while editing criteria).
+Samples n responses per task (SmolLM2-135M-Instruct by default, temperature 1.0, no guidance), scores every
+`verifier:rule` criterion and labels it blind (met by none), saturated (met by all) or discriminative; a pitfall
+"passes" when the bad behaviour occurs. LLM-only criteria are left out. A response cut at b tokens is a sample under
+a b-token budget, so `--budgets` needs no new samples; `--samples` keeps the token ids, which `--rescore` rescores.
 """
 
 from __future__ import annotations

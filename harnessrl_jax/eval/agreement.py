@@ -1,18 +1,15 @@
 """Reward-oracle agreement over rollout pairs and the pair-level failure taxonomy (HarnessRL, sec. 1 and 5).
 
-Within each group, every unordered pair (i, j) of rollouts gets d_ij = sign(r_i - r_j) under the rubric the rollouts
-were graded with, and o_ij in {-1, 0, +1} from the oracle (+1: i is better; 0: a tie or an order-inconsistent
-pairwise verdict). Each pair falls in exactly one class:
+Within each group every unordered pair (i, j) of rollouts gets d_ij = sign(r_i - r_j) under the rubric they were
+graded with and o_ij in {-1, 0, +1} from the oracle (0: a tie or an order-inconsistent verdict), and one class:
 
-    reward_tie       d_ij == 0                        no contrast: the reward cannot order them (split by the tied
-                                                      reward: below 50 points `blind`, at or above `saturated`)
+    reward_tie       d_ij == 0                   the reward cannot order them (split by the tied reward: below 50
+                                                 points `blind`, at or above `saturated`)
     agree            d_ij != 0 and d_ij == o_ij
     wrong_direction  d_ij != 0, o_ij != 0, d_ij == -o_ij
-    oracle_tie       d_ij != 0 and o_ij == 0           the reward separates what the oracle does not
+    oracle_tie       d_ij != 0 and o_ij == 0     the reward separates what the oracle does not
 
-agreement = agree / all pairs (ties in the denominator): the paper's 38.4% for GRPO is 100 - 27.6 (reward ties) -
-34.0 (not tracking = wrong direction + oracle ties). `agreement_separated` = agree / pairs with o_ij != 0 is kept
-for comparison with earlier logs. A pair with a missing reward or oracle verdict (NaN) is in no class.
+agreement = agree / all pairs (ties in the denominator); a pair with a NaN reward or verdict is in no class.
 """
 
 from __future__ import annotations
@@ -89,8 +86,8 @@ CRITERION_CLASSES = ("blind", "saturated", "spurious", "agree")
 
 
 def criterion_counts(points, S, oracle_scores) -> dict[str, int]:
-    """One group's criteria by class, the same way for every method (methods.md 4.5, AMB-4.12: referenced to the
-    oracle, since only it is there for every arm): `blind` no rollout achieves it, `saturated` every rollout does;
+    """One group's criteria by class, the same way for every method (referenced to the oracle, since only it is
+    there for every arm): `blind` no rollout achieves it, `saturated` every rollout does;
     a criterion that splits the group is `agree` when the achieving side's mean oracle score exceeds the other
     side's, `spurious` otherwise. Achievement is polarity-aware (a pitfall is achieved by avoiding it); cells
     without a verdict are left out; `unjudged` counts criteria with none, `no_oracle` split criteria whose sides

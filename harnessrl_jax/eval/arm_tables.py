@@ -1,8 +1,8 @@
 """The paper's comparison tables from a compare directory (launch/compare.py): every arm's held-out score per
 domain, its macro aggregate with the seed standard deviation, and its margin against a reference arm with an
 interval and p that count training runs (eval.stats.run_level_test), beside the paper's cell-level bootstrap and
-permutation p as labelled columns (methods.md 4.7); the failure shares per arm with their Spearman correlation to
-the held-out score (the paper's Fig. 3 and its table, 4.5).
+permutation p as labelled columns; the failure shares per arm with their Spearman correlation to the held-out
+score (the paper's Fig. 3 and its table).
 
     compare = json.load(open("runs/compare/compare.json"))
     rows = main_rows(compare, MAIN_ARMS)            # or ABLATION_ARMS, REPLACEMENT_ARMS; arms absent are skipped
@@ -156,7 +156,7 @@ def seeds_note(compare: Mapping[str, Any]) -> str:
 
 def failure_shares(workdir: str, *, source: str = "oracle", window: int = END_WINDOW) -> dict[str, float]:
     """A run's criterion classes over its last `window` steps' groups, as shares of the classified criteria:
-    `oracle` -- the oracle-referenced classes every arm logs (taxonomy/count/*, AMB-4.12); `attributor` -- the
+    `oracle` -- the oracle-referenced classes every arm logs (taxonomy/count/*); `attributor` -- the
     attributor's labels (attribution/frac_* weighted by attribution/criteria)."""
     metrics = read_jsonl(os.path.join(workdir, "metrics.jsonl"))[-window:]
     counts = dict.fromkeys(CLASSES, 0.0)
@@ -199,7 +199,7 @@ def run_scores(compare: Mapping[str, Any], *, pick: str = "final", metric: str =
 def failure_spearman(runs: Mapping[str, Sequence[str]], compare: Mapping[str, Any], *, source: str = "oracle",
                      window: int = END_WINDOW, metric: str = "seed_rubric") -> list[dict[str, Any]]:
     """Per class, Spearman's rho across runs (arms x seeds) between its share at the end of training and the run's
-    final held-out score; AMB-4.13: the sign convention is not explicit, so rho of the share and of 1 - share
+    final held-out score; the paper's sign convention is not explicit, so rho of the share and of 1 - share
     (its negative) are both given, with the number of runs."""
     from scipy.stats import spearmanr
 

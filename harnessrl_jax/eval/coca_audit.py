@@ -1,4 +1,4 @@
-"""CoCA's rewrite audit (methods.md 1.13, the paper's Table 15): an LLM auditor, not the rewriter, answers for each
+"""CoCA's rewrite audit (the paper's Table 15): an LLM auditor, not the rewriter, answers for each
 sampled rewrite of a run's coca.jsonl whether it keeps the evaluation target (IPR, intent preservation rate) and
 moves the difficulty in the intended direction with the reward / penalty direction kept (DDA, difficulty
 direction accuracy); the rates are the shares of yes among the answered rewrites. Analysis only."""

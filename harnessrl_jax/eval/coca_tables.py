@@ -1,4 +1,4 @@
-"""CoCA's tables from a run directory or a compare directory (methods.md 1.12-1.13): state shares early vs late in
+"""CoCA's tables from a run directory or a compare directory: state shares early vs late in
 training (the paper's state shifts), the state transition matrix across visits, calibration's effect on
 discrimination (Table 16 / Fig. 7), the gate (App. E.1, Table 13) and time by stage (Fig. 6). Read from each run's
 metrics.jsonl (`coca/*`, `time/*`) and coca.jsonl; rows for `eval.tables.markdown`. launch/coca_probe.py's output
@@ -49,7 +49,7 @@ def state_rows(runs: Mapping[str, Sequence[str]], *, window: int = 25) -> list[d
 
 
 def transition_rows(runs: Mapping[str, Sequence[str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(P(to | from) rows, joint-count rows) per arm, pooled over its runs (AMB-1.10)."""
+    """(P(to | from) rows, joint-count rows) per arm, pooled over its runs."""
     cond_rows, joint_rows = [], []
     for arm, dirs in runs.items():
         lines = []

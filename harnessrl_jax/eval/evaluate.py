@@ -4,16 +4,12 @@ failure taxonomy, per task, per domain and overall.
     result = evaluate(run, tasks, num_samples=8, seed=0)     run: build.setup(config), engine holding the policy
     result.summary()                                          the dict launch/eval.py writes as eval.json
 
-The policy answers each task's bare prompt (no guidance: evaluation sees the policy, not the harness) J times with
-the config's sampling settings and the given seed, so two checkpoints evaluated with the same seed differ only by
-their weights. Scores:
-- seed_rubric: the rubric reward (0-100) under the task's seed criteria, by the run's judge (rule checkers; the LLM
-  judge when config.judge.base_url is set, else LLM criteria are not judged and left out of the reward);
-- oracle: the reward under the task's rule `oracle_rubrics` (analysis only; NaN for a task without them);
-- taxonomy: each judged criterion's pass rate over the J samples labels it blind (never met), saturated (always
-  met) or discriminative, as the attributor's reach and stage questions do at training time. For a pitfall the
-  "pass" is the response avoiding it (rubric.reward.satisfied).
-Per-task means over the J samples are the units for intervals (eval.stats).
+The policy answers each task's bare prompt (evaluation sees the policy, not the harness) J times with the config's
+sampling settings and the given seed, so two checkpoints differ only by their weights. seed_rubric is the reward
+under the seed criteria by the run's judge (LLM criteria left out without an LLM judge); oracle the reward under
+the task's rule `oracle_rubrics`; the taxonomy labels each judged criterion blind (never met), saturated (always
+met) or discriminative over the J samples (a pitfall is met when avoided). Per-task means are the units for
+intervals (eval.stats).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Evaluation under a harness arm (HarnessBandit, methods.md 2.12): the PinchBench analogue is a training arm
+"""Evaluation under a harness arm (HarnessBandit, sec. 5): the PinchBench analogue is a training arm
 ('plain', the bare prompt), the ClawEval analogue the held-out arm (config.bandit.heldout_arm) that no method
 trained on. Per task, J responses under the arm's prompt, scored under the arm's rubric by the run's judge:
 
     mean        the mean reward (0-100) over tasks of the per-task mean over J
-    pass@J      the share of tasks with at least one of J responses passing (reward >= threshold, AMB-2.5: 80)
+    pass@J      the share of tasks with at least one of J responses passing (reward >= threshold, 80 points)
     pass^J      the share of tasks whose J responses all pass
 
     block = evaluate_arm(run, tasks, "persona_roleplay", num_samples=3, seed=10_000, threshold=80.0)

@@ -6,24 +6,9 @@
                             tasks=[...])              # a run's checkpoint: latest by default, step=0 the seed policy
     python -m harnessrl_jax.eval.lm_eval run --model harnessrl_jax --model_args pretrained=... --tasks ...
 
-`pretrained` is a `models.load_pretrained` name or path; with `workdir`, the weights are the run's checkpoint
-`step` (restored as launch/eval.py restores it; the run's config must name the same model). lm-eval's
-`batch_size` ("4", "auto", "auto:4"), `max_batch_size` and `device` (JAX picks the device; "cpu" / "cuda" are
-accepted and only checked against the backend) come as strings from the command line.
-
-Requests, as lm-eval's TemplateLM defines them:
-- loglikelihood: TemplateLM splits context / continuation (trailing spaces of the context move to the
-  continuation; an empty context is the prefix token: BOS where the tokenizer has one, else EOS); strings are
-  encoded by the tokenizer's own special-token rule (a BOS only where the model adds one); the forward pass runs on
-  the last max_length tokens and the continuation's float32 log-softmax values are summed; `is_greedy` says
-  every continuation token is the argmax.
-- loglikelihood_rolling: lm-eval's disjoint rolling windows of max_length tokens, each scored as above.
-- generate_until: greedy unless `do_sample` (then `temperature`), at most `max_gen_toks` new tokens, stopped at
-  EOS; the text is cut at the first of the `until` strings (a string or a list), which is not returned.
-
-lm-eval 0.4.13 discovers no plugins, so `python -m harnessrl_jax.eval.lm_eval` runs lm-eval's own CLI with the
-adapter registered; setup.py also declares the adapter under the `lm_eval.models` entry-point group for versions
-that read it.
+Requests are lm-eval's TemplateLM ones; a continuation's log-likelihood is the sum of its float32 log-softmax values
+over the last max_length tokens. lm-eval 0.4.13 discovers no plugins, so the `python -m` form runs lm-eval's own CLI
+with the adapter registered; setup.py also declares it under the `lm_eval.models` entry points.
 """
 
 from __future__ import annotations
@@ -88,7 +73,10 @@ def load_policy(pretrained: str, workdir: str | None = None, step: int | None = 
 
 @register_model(NAME)
 class HarnessrlJaxLM(TemplateLM):
-    """lm-eval's LM over harnessrl_jax.models (module docstring)."""
+    """lm-eval's LM over harnessrl_jax.models: `pretrained` is a `models.load_pretrained` name or path, and with
+    `workdir` the weights are the run's checkpoint `step` (restored as launch/eval.py does). lm-eval's `batch_size`
+    ("4", "auto", "auto:4"), `max_batch_size` and `device` come as strings (JAX picks the device; "cpu" / "cuda"
+    are only checked against the backend)."""
 
     def __init__(self, pretrained: str = "", workdir: str | None = None, step: int | str | None = None,
                  batch_size: int | str = 1, max_batch_size: int | str | None = None, device: str | None = None,
@@ -214,7 +202,8 @@ class HarnessrlJaxLM(TemplateLM):
         return self._engine
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        """Continuations of each request's context (module docstring), cut before the first `until` string."""
+        """Continuations of each request's context: greedy unless `do_sample` (then `temperature`), at most
+        `max_gen_toks` new tokens, stopped at EOS and cut before the first `until` string (a string or a list)."""
         out: list[str | None] = [None] * len(requests)
         groups: dict[tuple, list[int]] = {}
         parsed = []

@@ -1,4 +1,4 @@
-"""The oracle judge of HarnessRL's analysis (methods.md 4.4, 4.5): pairwise, rubric-blind, both orders.
+"""The oracle judge of HarnessRL's analysis: pairwise, rubric-blind, both orders; never seen by training.
 
     client = make_client("anthropic", "claude-sonnet-5")        # or make_client("openai", model, base_url=...)
     oracle = PairwiseOracle(client, store="RUN/oracle/oracle.sqlite")
@@ -6,19 +6,10 @@
     scores = oracle.win_rates(task, responses, anchors)         # [J] win rate x 100 against anchor responses
     summary = oracle_run.oracle_run("RUN", oracle)              # every recorded group of a run -> RUN/oracle/
 
-The judge sees the task's conversation, one quality guideline per domain (prompts/oracle_<domain>.txt; never the
-rubric) and two responses, and names the better one or a tie (prompts/oracle_pairwise.txt). Every unordered pair
-(i, j) of a group of J rollouts is judged in both orders, 2 C(J, 2) calls: o_ij = +1 when i wins in both orders, -1
-when j wins in both, 0 otherwise (a tie, or an order-inconsistent pair: position bias cancels, AMB-4.7); NaN when a
-call failed after its retries. Agreement and the pair classes come from `eval.agreement` with the rewards the
-rollouts were trained on. A response's oracle score (AMB-4.8) is its win rate x 100 against a fixed anchor set
-(the seed policy's J responses to the same task), both orders, a tie worth half.
-
-Calls go through the judges' clients (rubric.judges: AnthropicJudge by default, or OpenAIJudge for any
-OpenAI-compatible server), which retry 408/429/5xx/529, dropped connections and timeouts with backoff. Every
-answered call is stored in a SQLite file with its tokens, keyed by everything that determines the answer, so a
-second run (or a resumed one) makes no call twice; `report()` gives the calls made, cache hits, failures and
-tokens, this session's and the store's total.
+The judge sees the conversation, one quality guideline per domain (prompts/oracle_<domain>.txt; never the rubric)
+and two responses (prompts/oracle_pairwise.txt). o_ij = +1 when i wins in both orders, -1 when j does, else 0. An
+oracle score is a win rate x 100 against the seed policy's J responses to the task, both orders, a tie worth half.
+Every answered call is stored in a SQLite file keyed by everything that determines it, so no call is made twice.
 """
 
 from __future__ import annotations
@@ -49,7 +40,7 @@ WINNERS = ("A", "B", "tie")
 SCHEMA = {"type": "object", "properties": {"reasoning": {"type": "string"}, "winner": {"type": "string",
                                                                                       "enum": list(WINNERS)}},
           "required": ["reasoning", "winner"], "additionalProperties": False}
-END_WINDOW = 25  # "at the end of training" = the last 25 steps' groups (AMB-4.11)
+END_WINDOW = 25  # "at the end of training" = the last 25 steps' groups
 
 
 def make_client(kind: str = "anthropic", model: str = "claude-sonnet-5", *, base_url: str | None = None,

@@ -123,7 +123,7 @@ def sign_flip_seeds(p: float) -> int:
 def paired_bootstrap_grid(a, b, strata=None, n: int = 10_000, *, seed: int = 0, level: float = 0.95
                           ) -> tuple[float, float, float]:
     """The paper's interval (a reproduction; it counts (item, seed) cells, not runs, so it is too narrow when runs
-    differ): (diff, low, high), the macro aggregate of b minus that of a (methods.md 4.7), with a percentile interval
+    differ): (diff, low, high), the macro aggregate of b minus that of a, with a percentile interval
     from `n` resamples that draw items with replacement within each stratum (so the strata keep their weights) and,
     crossed with them, seeds with replacement; both arms are aggregated on the same draws.
 
@@ -149,8 +149,8 @@ def paired_bootstrap_grid(a, b, strata=None, n: int = 10_000, *, seed: int = 0, 
 
 def paired_permutation(a, b, n: int = 10_000, *, seed: int = 0) -> tuple[float, float]:
     """The paper's test (a reproduction; every (item, seed) pair is a unit, so with run-to-run variance it rejects a
-    true null far above its nominal rate): (mean difference b - a, two-sided p), the paired sign-flip test of
-    methods.md 4.7 over the pairs where both are finite: each of `n` permutations swaps the two arms' labels of
+    true null far above its nominal rate): (mean difference b - a, two-sided p), the paper's paired sign-flip
+    test over the pairs where both are finite: each of `n` permutations swaps the two arms' labels of
     every pair with probability 1/2, and p = (1 + #{|D_perm| >= |D_obs|}) / (1 + n)."""
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
     if a.shape != b.shape:
@@ -167,7 +167,7 @@ def paired_permutation(a, b, n: int = 10_000, *, seed: int = 0) -> tuple[float, 
 
 
 def seed_sd(x, strata=None, *, ddof: int = 1) -> float:
-    """The standard deviation over seeds of an arm's macro aggregate (methods.md 4.7; ddof = 1, AMB-4.15):
+    """The standard deviation over seeds of an arm's macro aggregate (ddof = 1, the unbiased variance):
     x [I, S] per-(item, seed) scores; NaN with fewer than ddof + 1 seeds."""
     x = np.asarray(x, np.float64)
     if x.ndim != 2:

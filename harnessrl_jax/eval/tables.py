@@ -5,26 +5,9 @@
     rows = compare_rows(json.load(open("runs/compare/compare.json")))  held-out scores with paired intervals
     print(markdown(rows))
 
-Statistics of a run (NaN where the run has none, e.g. critic numbers of a GRPO run):
-- reward_first / reward_last, oracle_first / oracle_last: mean training reward and oracle score over the first and
-  last k steps (k = steps // 3, 1 to 3);
-- oracle_agreement: the reward-oracle agreement over every rollout pair of the last `END_WINDOW` steps' groups
-  (the paper's "end of training"; ties in the denominator: 48.9% vs 38.4%), and the pair classes over the same
-  pairs: pair_agree, pair_reward_tie (with its blind / saturated split), pair_wrong_direction, pair_oracle_tie
-  (eval.agreement); oracle_agreement_all: the same over every step;
-- zero_variance: mean share of groups whose rewards are all equal;
-- measured / accepted: candidates the critic measured and accepted; acceptance_rate = accepted / measured;
-  accepted_<interface> per interface;
-- reversal_rate: the last step's share of updates undone within two draws of their task (the paper's 1.6%);
-- donor_share: of the <reference> fields accepted over the run, the share donors supplied (the paper's 58%);
-- guidance_fields, downweighted_share: at the last step;
-- evolver_share: time in the evolver over step time; step_seconds: the steps' wall time;
-- heldout / heldout_oracle: eval.json's seed-rubric and oracle means, when the run was evaluated (launch/eval.py).
-
-The other artefacts of the paper: `ood_rows` (eval.json's OOD block per method over seeds), `process_stats` /
-`process_rows` (guidance peak, unguided share, rubric updates per window, down-weighted share, acceptance with and
-without evidence), `case_study` (one task's harness history with its rewards and oracle scores), `cost_rows` (time
-by stage, judge and oracle calls and tokens). Metric names live in KEYS.
+The other artefacts: `ood_rows` (OOD per method over seeds), `process_stats` / `process_rows` (the training-process
+figures), `case_study` (one task's harness history), `cost_rows` (time by stage, judge and oracle calls and tokens).
+docs/design.md (Measurements) lists a run's statistics; metric names live in KEYS.
 """
 
 from __future__ import annotations
@@ -40,7 +23,7 @@ from harnessrl_jax.eval import agreement
 from harnessrl_jax.words import INTERFACES
 from harnessrl_jax.memory import RecordStore
 
-END_WINDOW = 25  # "at the end of training": the last 25 steps (methods.md, AMB-4.11)
+END_WINDOW = 25  # "at the end of training": the last 25 steps
 
 
 # Every metrics.jsonl key these tables read, in one place (the training loop writes them; rename here if it does).
@@ -63,7 +46,7 @@ KEYS = {
     "step_time": "time/step",
     "evolver_time": "time/evolver",
 }
-STAGES = ("rollout", "judge", "evolver", "critic", "memory", "train")  # time/<stage> keys, methods.md 4.8
+STAGES = ("rollout", "judge", "evolver", "critic", "memory", "train")  # time/<stage> keys of the cost table
 
 
 def read_jsonl(path: str) -> list[dict[str, Any]]:
@@ -79,7 +62,7 @@ def _mean(rows: Sequence[Mapping[str, Any]], key: str) -> float:
 
 def stats_from_records(metrics: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]
                        ) -> dict[str, float]:
-    """A run's statistics (module docstring) from its metrics.jsonl and harness.jsonl records."""
+    """A run's statistics (docs/design.md, Measurements) from its metrics.jsonl and harness.jsonl records."""
     if not metrics:
         return {"steps": 0.0}
     k = max(1, min(3, len(metrics) // 3))
@@ -235,7 +218,7 @@ def ood_rows(runs: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
     return rows
 
 def process_stats(workdir: str, *, window: int = 100, unguided_step: int | None = None) -> dict[str, Any]:
-    """A run's training-process statistics (methods.md 4.6) from metrics.jsonl and harness.jsonl:
+    """A run's training-process statistics (the paper's process figures) from metrics.jsonl and harness.jsonl:
     guidance_peak and guidance_peak_step (the largest mean number of guidance fields per task), unguided_share
     (tasks with no field, at `unguided_step` or the last step), rubric_updates per `window` steps (accepted rubric
     actions; creates counted apart), downweighted_share (last step), acceptance_with_evidence /

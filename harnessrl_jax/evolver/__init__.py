@@ -5,15 +5,9 @@
                           hooks=CriticHooks(regrade_batch=..., resample_batch=...))
     H_t = result.state; result.harness_records(); result.draw_fields(i); result.summary()
 
-Modules, by concern:
-- `attributor`: blind | saturated | spurious | agree per criterion, with the evidence (reach, stage, hacking);
-  `hacking` (the surface-form signals and the LLM hacking check) and `text` (word measures) serve it;
-- `rule_proposer` and `llm_proposer`: candidate updates per interface; `fields` (guidance field texts) and
-  `tightening` (stricter rubric criteria) serve the rule proposer; `candidates` (Candidate, the variant search);
-- `critic`: delta_c, delta_g, delta_w, the bands and conditions (i)-(iv);
-- `context`: what proposer and critic see of one drawn task; `evolver`: the B-round loop and its log;
-- `cold_start`: gamma levels, bands and anchors measured on the seed policy (cold_start.json).
-Prompts sent to models: `evolver/prompts/*.txt`.
+Modules: `attributor` (with `hacking`, `text`), `rule_proposer` (with `fields`, `tightening`) and `llm_proposer`,
+`candidates`, `critic`, `context` (what proposer and critic see of a task), `evolver` (the B-round loop),
+`cold_start`; the prompts sent to models are `evolver/prompts/*.txt`.
 """
 
 from harnessrl_jax.evolver.attributor import (Attribution, Attributor, AttributorConfig, Evidence, TaskAttribution,

@@ -1,29 +1,14 @@
 """The attributor: each criterion of a drawn task labelled blind | saturated | spurious | agree (HarnessRL, sec. 4.3).
 
-Three questions per criterion, each answered from evidence that is kept with the label:
+    reach     unmet by the group now, never met in the time index, and unmet in each of the last `blind_window`
+              draws -> blind (routed to guidance); unmet now but met before -> agree (single-step noise)
+    stage     met by every rollout in the last `saturation_window` draws -> saturated; saturated criteria that pull
+              the task's discriminative mass below `task_mass_threshold` and outnumber the blind ones -> the task
+              is saturated (routed to sampling)
+    hacking   a requirement that splits the group and whose satisfying side alone shares a surface feature
+              -> spurious (routed to the rubric; the signals are in `evolver.hacking`)
 
-- Reach: can the policy produce the property? Unmet by the whole group now, never met in the time index (earlier
-  draws of the task under the same wording), and unmet in each of the last `blind_window` draws (this one
-  included) -> `blind`, routed to guidance. Unmet now but met before -> `agree`: single-step noise, no action.
-- Stage: is it mastered? Met by every rollout in the last `saturation_window` draws (this one included) ->
-  `saturated`. When saturated criteria pull the task's discriminative mass (share of criteria that split the
-  group) below `task_mass_threshold`, and they outnumber the blind ones (a task out of reach is not a mastered
-  one), the *task* is diagnosed saturated and routed to sampling. A saturated criterion met through generic content
-  (a disclaimer, a polite closing) is flagged `generic` for a second tightening.
-- Hacking: does meeting it track quality? Only for requirements that split the group: if only the satisfying side
-  shares a surface feature -> `spurious`, routed to the rubric (signals in `evolver.hacking`, each with its
-  numbers, judged against positives: earlier responses of this task that met it and donors' satisfying examples
-  from the semantic index; an optional LLM check adds what a reader sees). A wording check names the phrase of the
-  criterion that lets surface form pass, the basis of a rewrite.
-
-Persistence needs the time index. Without a memory (`history=None`, the no-memory ablation) there is nothing to
-check a window against, so the current group decides alone: every criterion the whole group fails is blind, every
-one it meets is saturated. A window not filled yet (too few earlier draws under this wording) gives `agree`.
-
-"Satisfy" is oriented by sign: a requirement is satisfied where S = 1, a pitfall (points < 0) where S = 0 (the bad
-behaviour did not occur). So a pitfall every rollout commits is blind and one nobody commits is saturated. The
-hacking question is asked of requirements only. NaN cells (no verdict) are left out everywhere. A task's dataset
-reference is never read here (it describes the corpus only).
+A pitfall (points < 0) is satisfied where S = 0; NaN cells are left out. Without a memory the group decides alone.
 """
 
 from __future__ import annotations

@@ -1,42 +1,10 @@
 """Memory cold start: the thresholds the harness uses, measured from the seed policy (HarnessRL, sec. 4.4).
 
-Before training, the seed policy answers every training task in several independent groups, and one group per task
-is graded more than once. From those score matrices:
-
-- gamma levels: quantiles of the tasks' discriminative mass (the share of criteria that split a group, averaged
-  over the task's groups). This module takes the upper quartile, the median and the lower quartile,
-  gamma = (q75, q50, q25) of the mass: three descending levels, as the paper's 0.61 > 0.38 > 0.17. The median mass
-  is also the attributor's `task_mass_threshold`. If the quantiles are not strictly decreasing inside (0, 1) (too
-  few tasks, or most masses 0), the paper's values are kept and the file says so.
-- acceptance bands [eps_low, eps_high] in reward points:
-    guidance eps_low = 95th percentile of |rbar(group a) - rbar(group b)| over pairs of independent groups of a
-                       task (delta_g compares a resampled group with the recorded one: this is its null);
-    rubric   eps_low = 95th percentile of |rbar(grading a) - rbar(grading b)| over pairs of gradings of the same
-                       group, the judge at its training settings (delta_c regrades the recorded group: this is its
-                       null); a judge that regrades identically (rule checkers, temperature 0) measures 0, and
-                       then the paper's 3.1 stands, with a warning;
-    eps_high (both)  = median over all groups of the within-group reward range max_j r_j - min_j r_j.
-  A null with no pairs to measure (one group per task, or no repeated grading), or a median range of 0, keeps the
-  paper's bound.
-- anchors (optional, when regradings exist): per task, the seed criteria whose text the cold start fixes. This
-  module's rule: positive criteria whose verdicts agree across the repeated gradings on at least
-  `anchor_agreement` of the cells (the judge reads them reliably), the top-weighted half (rounded down) of the
-  task's positive criteria at most, so at least one positive criterion stays free for rubric updates.
-
-`cold_start.json` (written by `ColdStart.save`, read by `ColdStart.load`; train configs point at it):
-
-    {"format": 1,
-     "gammas": [g1, g2, g3], "gamma_quantiles": [0.75, 0.5, 0.25], "gammas_source": "quantiles" | "default: why",
-     "bands": {"guidance": [low, high], "rubric": [low, high]},
-     "band_sources": {"guidance_low": ..., "rubric_low": ..., "high": ...},   "measured" or "default: why"
-     "null_percentile": 95.0,
-     "task_mass_threshold": m,                                  median discriminative mass
-     "task_mass": {task_id: mass},
-     "anchors": {task_id: [criterion ids]} | null,
-     "stats": {"null_between_groups": {"n", "p95", "mean"}, "null_between_gradings": {...},
-               "within_group_range": {"n", "median", "mean"}, "mass": {"n", "mean", "q25", "q50", "q75"}},
-     "meta": {...},                                             free-form: seed model, judge, J, date
-     "warnings": [...]}                                         e.g. a band too narrow to accept anything
+The seed policy answers every training task in several independent groups, one group per task graded again. From
+those score matrices: the gamma levels (q75, q50, q25 of the tasks' discriminative mass), the acceptance bands
+[eps_low, eps_high] (the 95th percentile of the null between groups for guidance and between gradings for the
+rubric; the median within-group reward range) and, optionally, anchor criteria. A quantity with nothing to measure
+keeps the paper's value and `cold_start.json` (`ColdStart.save` / `load`) says why; docs/design.md gives its format.
 """
 
 from __future__ import annotations
@@ -143,7 +111,8 @@ def within_group_ranges(seeds: Sequence[SeedGroups]) -> np.ndarray:
 
 
 def choose_anchors(seed: SeedGroups, agreement: float = 0.9) -> list[str] | None:
-    """The seed criteria the cold start fixes as anchors (see the module docstring), or None without regradings."""
+    """The seed criteria the cold start fixes as anchors: positive ones whose verdicts agree across the regradings on
+    at least `agreement` of the cells, the top-weighted half at most; None without regradings."""
     if not seed.regradings or not seed.criterion_ids:
         return None
     gradings = np.stack((seed.groups[0], *seed.regradings))  # [G, K, J]
@@ -164,7 +133,7 @@ def _stats(x: np.ndarray, pct: float) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class ColdStart:
-    """The cold start's measurements; `save` / `load` give cold_start.json (schema in the module docstring)."""
+    """The cold start's measurements; `save` / `load` give cold_start.json (its format: docs/design.md)."""
 
     gammas: tuple[float, float, float] = GAMMAS
     bands: Mapping[str, tuple[float, float]] = dataclasses.field(

@@ -1,38 +1,14 @@
 """The just-in-time critic: measure each candidate on the frozen current policy before accepting it (HarnessRL, eq. 5).
 
-Deltas, in reward points (Lambda = 100), always on the candidate harness H~ = transitions.apply(H_t, candidate):
+In reward points, on the candidate harness H~ = transitions.apply(H_t, candidate):
 
-    delta_c = rbar(Y_t, c_t) - rbar(Y_t, c~)    rubric: regrade the recorded group under the candidate rubric.
-                                                A valid fix of a spurious criterion LOWERS the group's reward
-                                                (the surface-form points were inflated), and so does a
-                                                tightening; a rise cannot validate a rubric change.
-    delta_g = rbar(Y~, c_t) - rbar(Y_t, c_t)    guidance: resample a group Y~ under the candidate guidance and
-                                                grade it under the current rubric.
-    delta_w = (w - w~) * rbar(Y_t, c_t)         sampling: the weight freed times the group's mean reward; no
-                                                policy query.
+    delta_c = rbar(Y_t, c_t) - rbar(Y_t, c~)    rubric: regrade the recorded group (a valid fix LOWERS its reward)
+    delta_g = rbar(Y~, c_t) - rbar(Y_t, c_t)    guidance: resample Y~ under the candidate guidance, current rubric
+    delta_w = (w - w~) * rbar(Y_t, c_t)         sampling: the weight freed times the mean reward; no policy query
 
-Acceptance (sec. 4.3): (i) the sign is right: delta_c > 0, delta_g > 0, delta_w > 0; (ii) delta_g and delta_c lie in
-their calibrated bands [eps_low, eps_high] (lower: the 95th percentile of null fluctuation, so noise is not taken
-for an effect; upper: the median within-group reward range, so an effect too large to be a repair, such as
-guidance that gives the answer away or a rubric that asks another question, is refused); (iii) every criterion the
-candidate rewrites or creates still varies within the group (a criterion the whole group meets or fails adds
-nothing to the advantages); (iv) a sampling update only when the task's previous record in the time index carries
-a saturation diagnosis. The paper's bands are the defaults ([10.2, 28.0] for guidance, [3.1, 28.0] for the rubric);
-a cold start (`cold_start.json`) overrides them.
-
-Two choices the paper leaves open, made here and documented:
-- Dropping guidance. The paper measures drops too but gives only the add rule. A pure drop is accepted when the
-  policy keeps the reward without the field: delta_g >= -eps_low (no loss beyond the null band).
-- Merges. A merge of criteria the group already all met or all failed only deduplicates them, so (iii) exempts a
-  merged criterion whose parents were all non-varying; any other merged or split criterion must vary.
-
-The policy and the judge are reached only through injected callables, so the critic runs with no model:
-    regrade(task, responses, criteria) -> S [K, J] (an array or a ScoreMatrix)
-    resample(task, fields) -> J responses, `fields` the candidate's (name, text) guidance pairs
-    prompt_problem(task, fields) -> why the guided prompt cannot be sampled as proposed (over the token budget
-        even shortened), or None; such a candidate is rejected unmeasured, never measured on another prompt
-Optional `regrade_batch(items)` / `resample_batch(items)` take lists of those argument tuples, so a loop can pool
-judge calls and generation across the candidates of a round (`measure_many`).
+Accepted when (i) the sign is right, (ii) delta_g and delta_c lie in their bands [eps_low, eps_high], (iii) every
+rewritten or created criterion still varies within the group, (iv) a sampling update follows a saturation record.
+The policy and the judge are reached through injected hooks (`CriticHooks`), so the critic runs with no model.
 """
 
 from __future__ import annotations
@@ -76,12 +52,15 @@ class Bands:
 
 @dataclasses.dataclass(frozen=True)
 class CriticHooks:
-    """How the critic reaches the frozen policy and the judge (see the module docstring)."""
+    """How the critic reaches the frozen policy and the judge; the batch forms let a loop pool judge calls and
+    generation across a round's candidates (`measure_many`)."""
 
-    regrade: Callable[..., Any] | None = None
-    resample: Callable[..., Sequence[str]] | None = None
-    regrade_batch: Callable[[Sequence[tuple]], Sequence[Any]] | None = None
+    regrade: Callable[..., Any] | None = None  # (task, responses, criteria) -> S [K, J], an array or a ScoreMatrix
+    resample: Callable[..., Sequence[str]] | None = None  # (task, fields) -> J responses; fields: (name, text) pairs
+    regrade_batch: Callable[[Sequence[tuple]], Sequence[Any]] | None = None  # a list of regrade's argument tuples
     resample_batch: Callable[[Sequence[tuple]], Sequence[Sequence[str]]] | None = None
+    # (task, fields) -> why the guided prompt cannot be sampled as proposed (over the budget even shortened), or
+    # None; such a candidate is rejected unmeasured, never measured on another prompt
     prompt_problem: Callable[..., str | None] | None = None
     # (tasks, one stages.TaskPrompts each) -> J responses per task from the frozen policy: a group sampled in
     # prompts a part wrote (SkillRL's validation rollouts under its skills)

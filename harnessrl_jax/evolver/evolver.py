@@ -1,29 +1,15 @@
 """The harness evolver E: attributor -> proposer -> just-in-time critic, up to B rounds (HarnessRL, sec. 4.3).
 
-    evolver = loop.build_evolver(config, method, memory)                 # or Evolver() for the paper's defaults
+    evolver, _ = stepper.build_evolver(config, method, memory)            # or Evolver() for the paper's defaults
     result = evolver.step(step, groups, H_t, memory=memory, hooks=CriticHooks(regrade=..., resample=...))
     H_next = result.state                                                 # = transitions.apply(H_t, result.accepted)
     for line in result.harness_records(): write to harness.jsonl          # every candidate, noops included
     DrawRecord(..., **result.draw_fields(i))                              # labels, task label, actions of draw i
 
-Per step: each drawn group is attributed (time index: `memory.history(task, before_step=step)`; semantic index:
-`memory.query_many` for criteria that need positives or donors). Then, for each distinct task and each interface,
-the proposer offers one candidate or nothing (noop); the critic measures the round's candidates together on the
-frozen policy (`Critic.measure_many`, so judge calls and generation are pooled across tasks); rejected candidates
-go back to the proposer with their measurement, for at most B = 3 rounds; a (task, interface) still without an
-accepted candidate then ends in an explicit noop. Candidates are measured against H_t one by one; the accepted ones
-touch different interfaces or tasks, so applying them in order gives H_{t+1} (an accepted candidate that no longer
-validates at that point is logged as rejected, reason 'conflict').
-
-A task drawn twice in one step is attributed at every draw but proposed for once, at its first draw. The
-proposers see the task's update history from the time index (`TaskContext.updates`); an optional hard filter
-(`reversal_within` > 0, off by default) rejects before measurement a candidate that would undo an update accepted
-within the task's last draws. It is off because it makes the reversal rate 0 by construction, whereas the paper
-measures reversals (1.6% with the critic, 6.8% -> 14.1% without).
-
-With no interfaces (`EvolverConfig(interfaces=())`) the evolver only attributes: every method runs it so the
-failure shares are measured the same way for all. Ablations are constructor switches: `memory=None` (no memory),
-`Critic(enabled=False)` (no critic), `EvolverConfig(interfaces=("guidance",))` (only guidance), and so on.
+Per (task, interface) the proposer offers one candidate or a noop; the critic measures a round's candidates together
+(`Critic.measure_many`); rejected ones go back to the proposer with their measurement, for at most B rounds. Each is
+measured against H_t; the accepted ones touch different interfaces or tasks, so applied in order they give H_{t+1}.
+With `EvolverConfig(interfaces=())` the evolver only attributes, so every method's failure shares are comparable.
 """
 
 from __future__ import annotations

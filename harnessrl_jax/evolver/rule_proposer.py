@@ -1,22 +1,15 @@
 """The rule proposer: per failure label, candidate updates of one interface built by rules over the evidence
 (HarnessRL, sec. 4.3), the CPU default (`LLMProposer` has a model write them instead).
 
-Routing (the label picks the interface, the evidence picks the operation):
-- blind -> guidance: fields for the heaviest blind criterion (`evolver.fields`): <criterion> (the criterion
-  reworded as an instruction, or a quote of earlier satisfying behaviour), <reference> (an answer that meets it and
-  one that does not, from the task's history or a donor task), <critique> (the last group's shortfall). Fields
-  whose target is no longer blind are dropped first.
-- saturated -> sampling: down-weight the task (when the task itself is diagnosed saturated); and the rubric:
-  tighten (a stricter rule threshold, a required keyword taken from satisfying examples), merge near-duplicates, or
-  reweight; one met through generic content is tightened a second time first, and deleted only when nothing
-  stricter is left.
-- spurious -> rubric: add a pitfall that closes the surface channel the attributor found (degenerate responses,
-  length, a compliance claim), rewrite the criterion, replace it (delete + create, the paper's cellulose step 30),
-  split a compound criterion into its parts, reweight it down, or delete it.
+    blind     -> guidance: <criterion>, <reference>, <critique> fields for the heaviest blind criterion (`fields`)
+    saturated -> sampling: down-weight a saturated task; rubric: tighten (`tightening`), merge near-duplicates,
+                 or reweight; a criterion met through generic content is tightened a second time, and deleted
+                 only when nothing stricter is left
+    spurious  -> rubric: a pitfall closing the surface channel, a rewrite, a replacement (delete + create), a
+                 split of a compound criterion, a lower weight, or a delete
 
-Candidates come in variants of graded strength, searched by `candidates.choose` with the critic's feedback. The
-task's update history (`ctx.updates`, from the time index) keeps the proposer from offering again an update that
-was accepted and later undone. A task's dataset reference is never read.
+Candidates come in variants of graded strength (`candidates.choose`); the task's update history keeps an update
+accepted and later undone from being offered again. A task's dataset reference is never read.
 """
 
 from __future__ import annotations

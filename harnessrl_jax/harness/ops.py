@@ -6,16 +6,9 @@ rubric:   `CreateCriterion`, `RewriteCriterion`, `DeleteCriterion`, `ReweightCri
           `SplitCriterion`;
 `Noop`:   an explicit decision not to act (the proposer's answer after B rejected rounds).
 
-`validate(state)` raises `InvalidAction` naming why an action cannot apply to `state`; it checks the action against
-the harness's invariants before `transitions` builds the new state:
-- an anchor's text is frozen: no rewrite, delete, merge or split of an anchor; reweight keeps its sign;
-- a task keeps at least one positive criterion (the reward's normaliser is their sum);
-- the anchors' share of positive points stays at its seed value. Transitions keep it by rescaling the positive
-  non-anchor points, which needs some to exist while the share is strictly between 0 and 1, and none while the
-  share is 1 (then only pitfalls may be added); see `transitions.keep_anchor_share`;
-- a reweight never flips a sign: that would turn a requirement into a pitfall, a change of meaning, not of weight;
-- a task mounts at most `cap` fields, at most one of each kind.
-`to_dict` / `action_from_dict` give the JSON form written to harness.jsonl.
+`validate(state)` raises `InvalidAction` naming why an action breaks an invariant of the harness: an anchor's text
+is frozen, a task keeps a positive criterion, the anchors' share can still be kept, a reweight keeps its sign (a
+flip would change the meaning, not the weight), a task mounts at most `cap` fields, one of each kind.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The prompt a rollout sees: the task prompt with its mounted guidance fields after it (HarnessRL, sec. 4.1).
 
-Fields go at the end of the last user message, after a blank line, one per line in `FIELDS` order:
+Fields go at the end of the last user message, where the request is, after a blank line, one per line in `FIELDS`
+order; earlier turns stay as the data gives them:
 
     <last user message>
 
@@ -8,10 +9,8 @@ Fields go at the end of the last user message, after a blank line, one per line 
     <reference>...</reference>
     <critique>...</critique>
 
-The last user message is where the request is, so the guidance sits right after it and before the generation
-prompt; earlier turns stay as the data gives them. Field text goes in verbatim, unless the guided prompt exceeds
-the budget (`fit_fields`). The bare rendering (no fields) is the prompt evaluation uses, and the context the loss
-may be computed under instead of the guided one.
+Field text goes in verbatim unless the guided prompt exceeds the budget (`fit_fields`). The bare rendering is the
+prompt evaluation uses, and the context the loss may be computed under instead of the guided one.
 """
 
 from __future__ import annotations

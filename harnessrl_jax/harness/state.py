@@ -1,27 +1,14 @@
 """The training-time harness H_t = (p_t, g_t, c_t) over N tasks, as immutable pytrees (HarnessRL, sec. 3 and 4.1).
 
-- `SamplingState` (p_t): per task a level; level 0 has weight 1, levels 1-3 the down-weights gamma1 > gamma2 >
-  gamma3 (0.61, 0.38, 0.17 from the paper's cold start). p_t is the categorical distribution proportional to the
-  weights, and each draw carries the importance correction u = 1 / (N p_i), so down-weighting changes how often a
-  task is drawn, not its expected share of the objective.
-- `GuidanceState` (g_t): per task the mounted privileged fields among `criterion`, `reference`, `critique` with their
-  text, and the cap on how many a task may mount. The seed harness mounts none; the cap falls by one each quarter
-  of training (`guidance_cap`), so guidance is empty before evaluation.
-- `RubricState` (c_t): per task the weighted criteria, each with an anchor flag, origin, text version and the ids of
-  the criteria it was merged or split from.
+- `SamplingState` (p_t): per task a level, weight 1 or a down-weight gamma1 > gamma2 > gamma3 (0.61, 0.38, 0.17);
+  p_t is proportional to the weights and each draw carries u = 1 / (N p_i), so a task's expected share is kept.
+- `GuidanceState` (g_t): per task the mounted fields among `criterion`, `reference`, `critique`, and the cap, which
+  falls by one each quarter of training (`guidance_cap`), so guidance is empty before evaluation.
+- `RubricState` (c_t): per task the weighted criteria, each with an anchor flag, origin, text version and parents.
 
-Anchors. The paper's anchor criteria are the seed criteria whose text the cold start fixed: their text is frozen
-(reweight only) and their share of the task's weight stays constant (sec. 4.1). The share is taken over positive
-points, the reward's own normaliser sum(max(l, 0)), so it is exactly the fraction of the attainable reward the
-anchors control. Which seed criteria are anchors is the cold start's call, passed to `HarnessState.from_tasks` as
-`anchors`; without it this module picks (`seed_anchor_ids`): the criteria tagged `anchor:true` where a task has
-any, else the top-weighted half (rounded down) of its positive criteria, ties in seed order. Half, rounded down,
-always leaves a task at least one positive criterion that rubric updates may rewrite: the paper's cellulose case
-deletes a seed criterion, so the seed cannot be all anchors.
-
-Text (criteria, fields, task ids) is static pytree metadata and per-task numbers are numpy leaves, read-only: the
-harness changes only through `transitions`, on the host, never in place. `to_dict` / `from_dict` give the JSON form
-that goes into checkpoints.
+Anchors keep their text (reweight only) and their share of the task's positive points, the reward's normaliser.
+Text is static pytree metadata and per-task numbers read-only numpy leaves: the harness changes only through
+`transitions`; `to_dict` / `from_dict` give the JSON form that goes into checkpoints.
 """
 
 from __future__ import annotations
@@ -236,7 +223,8 @@ def anchor_share(criteria: Sequence[RubricCriterion]) -> float:
 
 
 def seed_anchor_ids(task: schema.Task) -> frozenset[str]:
-    """This module's default anchors (see the module docstring): tagged ones, else the top-weighted half."""
+    """The anchors without a cold start's: the criteria tagged `anchor:true`, else the top-weighted half (rounded
+    down, ties in seed order) of the positive ones, so one positive criterion is always left for rubric updates."""
     tagged = frozenset(c.id for c in task.criteria if ANCHOR_TAG in c.tags)
     if tagged:
         return tagged

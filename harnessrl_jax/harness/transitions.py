@@ -3,19 +3,10 @@
 `Transitions` bundles the per-interface functions and the guidance schedule; a method or ablation swaps one of them
 (`dataclasses.replace(DEFAULT_TRANSITIONS, sampling=my_rule)`); plain GRPO is every interface `unchanged`. Nothing
 here mutates its input or calls a model, so a candidate harness for the critic is just `apply(state, action)`.
-
-Invariants, and where each is kept:
-- anchors keep their text: ops reject rewrite / delete / merge / split of an anchor; `apply_rubric` copies anchors'
-  text untouched;
-- the anchors' share of positive points stays at its seed value: after every rubric change, `keep_anchor_share`
-  rescales the positive non-anchor points (anchor points are never touched by it). Rescaling the non-anchors rather
-  than the anchors means a change to non-anchors leaves the total positive points, and so each pitfall's penalty
-  relative to them, exactly as before; a reweighted anchor keeps the weight asked for;
-- a task keeps at least one positive criterion; reweights keep the sign: checked by the ops' `validate`;
-- versions count text: a rewrite adds one; merge and split make version-1 criteria whose `parent_ids` name the
-  criteria they replace;
-- the guidance cap falls by one each quarter: `advance_schedule` sets it and unmounts what is over it, in
-  `DROP_ORDER`, so nothing is mounted in the last quarter (with the default cap of 3) or after training.
+Anchors' text is copied untouched and their share of positive points kept (`keep_anchor_share` rescales the
+non-anchors, so each pitfall's penalty relative to the total stays as it was); a rewrite adds a version, a merge or
+split makes version-1 criteria naming their parents; `advance_schedule` lowers the guidance cap by one each quarter
+and unmounts what is over it, in `DROP_ORDER`.
 """
 
 from __future__ import annotations

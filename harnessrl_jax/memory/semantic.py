@@ -5,10 +5,9 @@ embedding id); a text shared by many tasks is embedded and indexed once. A query
 tasks above a cosine threshold, each with donor evidence: responses recorded as meeting / failing it. Vectors are
 cached in SQLite per model, so the index file can always be rebuilt from the store without running the model.
 
-Index kinds: `flat` is exact (IndexFlatIP). `ivf` (the default) is exact while small and becomes IVF-Flat once it
-holds `ivf_min` texts: an exact scan of 110k x 384 float32 vectors reads 170 MB per query, ~9 ms on a busy 2-core
-machine, while IVF (nlist = 4 sqrt(n), nprobe = 32) answers in well under a millisecond and in the benchmark found
-every neighbour above the 0.82 threshold that the exact scan found.
+Index kinds: `flat` is exact (IndexFlatIP); `ivf` (the default) is exact while small and IVF-Flat (nlist = 4 sqrt(n),
+nprobe = 32) once it holds `ivf_min` texts, where an exact scan reads hundreds of MB per query
+(launch/bench_memory.py compares the two: docs/design.md, Measurements).
 """
 
 from __future__ import annotations
@@ -32,8 +31,8 @@ DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 MIN_COSINE = 0.82
 _BUNDLED = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 INDEX_KINDS = ("flat", "ivf")
-# Below this many queries faiss scans without BLAS, one query per thread: extra OpenMP threads only spin, and on a
-# small, busy machine that made a single top-4 query ~8x slower (launch/bench_memory.py). Batches use every thread.
+# Below this many queries faiss scans without BLAS, one query per thread: extra OpenMP threads only spin and slow a
+# single query down (docs/design.md, Measurements). Batches use every thread.
 _FEW_QUERIES = 20
 
 
@@ -90,7 +89,7 @@ _EMBEDDERS: dict[str, concurrent.futures.Future] = {}
 
 def preload_embedder(name_or_path: str) -> None:
     """Starts loading an embedding model in a background thread, so that it overlaps what the process does next:
-    importing torch and sentence-transformers and reading MiniLM take ~5 s, and a training run's memory first needs
+    importing torch and sentence-transformers and reading MiniLM take seconds, and a training run's memory first needs
     the model in step 1, after the first rollout (to index the seed rubrics). A missing model fails here, at once; a
     model that fails to load raises where it is first needed (`shared_embedder`)."""
     path = embedder_path(name_or_path)

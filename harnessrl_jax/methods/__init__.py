@@ -4,16 +4,13 @@
     method = describe(config)          # the registered method config.method names, or a module path's
     check(config)                      # its problems, each naming the --config. key to fix
 
-A method is one module that registers itself:
-
-    @methods.register("my_method", settings=("my_method", MyConfig), check=my_check)
+    @methods.register("my_method", settings=("my_method", MyConfig), check=my_check)   # a method: one module
     def describe(config) -> Method: ...
 
-`settings` names the method's own config section and its dataclass (the defaults, once); `check(config)` returns
-its problems; `defaults` are top-level config values the method's paper fixes (a config file's `:method=NAME`
-option applies them: experiments/base.py). Every module of this package is imported when the package is, so a new
-file registers itself; `config.method` may also be a dotted module path (`my_lab.my_method`) of a module outside the package that defines
-`describe(config) -> Method` (and optionally `check(config)`, `SETTINGS = (key, dataclass)` and `DEFAULTS`).
+`settings` names the method's config section and its dataclass (the defaults, once); `defaults` are top-level values
+its paper fixes (applied by a config's `:method=NAME`). Every module of this package is imported with it, so a new
+file registers itself; `config.method` may also be a dotted path (`my_lab.my_method`) to a module outside the
+package defining `describe(config) -> Method` (and optionally `check(config)`, `SETTINGS` and `DEFAULTS`).
 """
 
 from __future__ import annotations

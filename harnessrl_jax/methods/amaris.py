@@ -1,26 +1,14 @@
 """AMARIS (Wu et al., arXiv 2605.18592), memory-augmented rubric improvement, and AMARIS++, the HarnessRL authors'
-extension of it to all three interfaces without cross-task memory and without a critic (methods.md 3.5-3.6).
+extension of it to all three interfaces without cross-task memory and without a critic. Per drawn group:
 
-Per drawn group (a task's first draw of the step):
-1. Analyst: per-rollout notes (what each response met and missed of the rubric) and a task-level summary; one
-   evolver-model call per group (AMB-3.8: the paper analyses each rollout; one call over the group yields the same
-   notes). Stored in the memory (DrawRecord.dynamics['amaris_summary'], with the criteria met by all / by none).
-2. Retrieval: static -- this task's last k_s = 3 summaries and its update records (the time index); dynamic --
-   the k_d = 4 past summaries of other tasks most similar to this one (cosine over the summaries' embeddings).
-   AMARIS++ keeps the static retrieval only (AMB-3.10: any semantic pool spans tasks).
-3. Reviser: one call writing typed actions -- the rubric's six ops for AMARIS; for AMARIS++ also DownweightTask /
-   RestoreTask and AddField / DropField -- validated by the ops' invariants (anchors, the cap, the schedule) and
-   applied unmeasured (no critic) through the default transitions.
-Asynchrony (AMB-3.9): the revision from step t's groups applies from step t + 1, the one-step lag of a reviser
-faster than a step; the RL step never waits.
+  1. analyst    one evolver-model call: notes per rollout (met, missed) and a task summary, kept in the memory
+                (DrawRecord.dynamics['amaris_summary'])
+  2. retrieval  static: the task's last k_s summaries and update records; dynamic (AMARIS only): the k_d most
+                similar summaries of other tasks
+  3. reviser    one call writing typed actions (the rubric's six ops; AMARIS++ also task weights and fields),
+                checked by the ops' invariants and applied unmeasured from the next step
 
-Without the model (`harness.proposer='rule'`) the analyst summarises the verdicts and a rule reviser follows the
-paper's "curriculum-like progression": in the first `early_share` of training it addresses recurring failures
-(criteria no rollout met in this and the task's previous draws: the points of a non-anchor one are scaled by
-`reweight_factor`; AMARIS++ also mounts a <criterion> field for it), later it raises standards on recurring
-saturation (a rule threshold tightened until part of the group fails, else a non-anchor's points scaled down;
-AMARIS++ also down-weights a task whose every positive criterion stays saturated). Anchors keep their text, and
-their share of the points is fixed, so the rule leaves them alone.
+Without the model (`harness.proposer='rule'`) a verdict summary and a rule reviser stand in for both calls.
 """
 
 from __future__ import annotations
@@ -223,7 +211,8 @@ class AMARISRule(HarnessRule):
         return actions[: self.config.max_actions], str(obj.get("rationale", "")), why
 
     def rule_revise(self, inp: RuleInput, n: int, analysis, past) -> list[ops.Action]:
-        """The rule reviser (module docstring); every action valid in order on H_t."""
+        """The rule reviser: recurring failures early in training, recurring saturation later; every action valid in
+        order on H_t."""
         c, H, g = self.config, inp.state, inp.draws[n]
         tid = g.task.id
         crits = {x.id: x for x in H.rubric_of(tid)}

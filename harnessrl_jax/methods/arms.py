@@ -1,6 +1,5 @@
-"""HarnessBandit's arms in a rubric codebase (methods.md 2.2, AMB-2.1): named, frozen prompt harnesses over the same
-tasks. An arm is a renderer (where a system prompt or an instruction goes around the task's messages) and a rubric
-transform (identity unless the arm says otherwise):
+"""HarnessBandit's arms: named, frozen prompt harnesses over the same tasks, each a renderer around the task's
+messages and a rubric transform (identity unless said); texts in `methods/prompts/arm_<name>.txt`.
 
     plain          the task's messages under the chat template (the seed harness; the evaluation's training arm)
     sys_helpful    + a generic assistant system prompt
@@ -10,11 +9,7 @@ transform (identity unless the arm says otherwise):
     plan_first     + "first list the key points, then answer" after the request
     persona_roleplay   the held-out arm: a role-play system prompt, never trained on
     rubric_hint    optional, not in the default six: every criterion in a system message (privileged information)
-    snapshot:PATH  a frozen HarnessRL harness: a HarnessState JSON, or a HarnessRL run's checkpoint extra
-                   (RUN/checkpoints/<step>/extra/metadata, whose "harness" it reads): its mounted guidance fields
-                   after the request and its rubric c_t
-
-Texts are the files `methods/prompts/arm_<name>.txt` ({domain}, {criteria} are their placeholders).
+    snapshot:PATH  a frozen HarnessRL harness (HarnessState JSON, or RUN/checkpoints/<step>/extra/metadata)
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
-"""EvoRubric (Guan et al., arXiv 2605.29847): prune, regenerate and verify criteria from the policy's own groups
-(methods.md 3.4). Used alone (`method='evorubric'`) and as HarnessRL's rubric rule (`harness.rubric_rule=
-'evorubric'`). Per drawn task, after judging:
+"""EvoRubric (Guan et al., arXiv 2605.29847): prune, regenerate and verify criteria from the policy's own groups.
+Used alone (`method='evorubric'`) and as HarnessRL's rubric rule (`harness.rubric_rule='evorubric'`). Per task:
 
-1. Prune: delete the non-anchor criteria whose verdicts had zero variance across the group (all met or all
-   failed) in each of the task's last P = 2 draws (this one and the memory's previous one; without a memory, this
-   group alone). A task keeps at least one positive criterion.
-2. Regenerate: R = 4 independent candidate sets of up to M = 3 criteria each, written from the prompt and the
-   group's highest- and lowest-reward responses.
-3. Verify: a meta-verifier per criterion (relevant, atomic, checkable); the group judged under each surviving
-   criterion, zero-variance ones dropped; leave-one-out peer consensus: set r is kept when the Spearman correlation
-   of the group's rewards under (rubric + set r) with the mean of those under the other sets is >= 0.5 (a set with
-   no peer is not kept).
-4. Archive: the criteria of kept sets enter the task's rubric (CreateCriterion, origin 'evorubric', points = the
-   median positive points of the task's seed criteria; pitfalls the negative of it), up to K_max = 2 x its seed
-   size.
+  1. prune       non-anchor criteria of zero verdict variance in each of the task's last P draws (one positive stays)
+  2. regenerate  R candidate sets of up to M criteria, from the prompt and the group's best and worst responses
+  3. verify      a meta-verifier per criterion, zero-variance ones dropped; set r is kept when the Spearman rho of
+                 the rewards under (rubric + r) with the mean of those under the other sets is >= `consensus`
+  4. archive     the kept criteria join the rubric (the median positive seed points), up to K_max = 2 x seed size
 
-Readings: the generator and meta-verifier are the frozen evolver model (AMB-3.6, no generator RL); standalone runs
-have no anchors and HarnessRL's anchors stay protected in the replacement ablation (AMB-3.7). Without the model
-(`harness.proposer='rule'`) a rule generator writes rule-checked criteria from the best response's contrasts with
-the group (a word it uses that others lack, a length the better half reaches) and the meta-verifier checks that
-a criterion is well formed, checkable and not a near-duplicate.
+The generator and meta-verifier are the evolver model, or rule stand-ins under `harness.proposer='rule'`.
 """
 
 from __future__ import annotations
@@ -356,7 +344,7 @@ class EvoRubricRule(HarnessRule):
 
 @methods.register("evorubric", settings=("evorubric", EvoRubricConfig))
 def evorubric(config) -> Method:
-    """EvoRubric alone: its prune-regenerate-verify rule on the rubric, no anchors (AMB-3.7), no critic (its own
+    """EvoRubric alone: its prune-regenerate-verify rule on the rubric, no anchors (it has none), no critic (its own
     verification replaces it); sampling and guidance frozen."""
     return Method(name="evorubric", sampler=configured(config),
                   transitions=dataclasses.replace(FROZEN_TRANSITIONS, rubric=apply_rubric), critic=False,

@@ -1,5 +1,5 @@
-"""HarnessBandit (arXiv 2609.13739, methods.md 2): one harness per optimizer step, chosen by learnability and
-transferability. The scheduler is host-side numpy: pure functions over a frozen `BanditState`.
+"""HarnessBandit (arXiv 2609.13739): one harness per optimizer step, chosen by learnability and transferability.
+Host-side numpy, pure functions over a frozen `BanditState`; `BanditSampler` is the part that wraps it.
 
     arm, p, q   = select(state, rng, config)          round-robin for the first R draws, then UCB-softmax + floor
     l_t         = learnability(advantages)            token-masked mean |A|, equal weight per prompt group
@@ -7,16 +7,8 @@ transferability. The scheduler is host-side numpy: pure functions over a frozen 
                   T_t = mean cos(s_t, E_h') over the peers' EMAs (before E_arm is updated), pooled-window min-max
                   normalisation of (l_t, T_t), v_t = alpha ln + (1 - alpha) Tn, Q_arm <- (1 - eta) Q_arm + eta v_t
 
-    Qhat_h = Q_h if n_h > 0 else max over visited Q (0 if none)         selection_probs (DESIGN contract)
+    Qhat_h = Q_h if n_h > 0 else max over visited Q (0 if none)         selection_probs
     p_h    = (1 - eps) softmax((Qhat + c / sqrt(n + 1)) / tau)_h + eps / H
-
-Readings (methods.md Appendix A), each a config.bandit field:
-- AMB-2.2 a degenerate window (max == min) normalises to `degenerate_value` = 0.5.
-- AMB-2.3 the EMAs (H x d float32) are kept in the checkpoint's extra as base64 with their sha256 (one file
-  per checkpoint, rotated with it), not in .npy files beside it.
-- AMB-2.5 pass = reward >= `pass_threshold` = 80 points (pass@J, pass^J at evaluation).
-The sampler part (`BanditSampler`) wraps the state: per-arm task pools, the draw, the update after the train step,
-the `bandit/*` metrics and the checkpoint.
 """
 
 from __future__ import annotations
@@ -44,7 +36,7 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class BanditConfig:
-    """config.bandit: the arms and every constant of the scheduler (methods.md 2.10)."""
+    """config.bandit: the arms and every constant of the scheduler (HarnessBandit's defaults)."""
 
     arms: tuple[str, ...] = DEFAULT_ARMS  # methods.arms names, or snapshot:<path of a HarnessState JSON>
     heldout_arm: str = HELDOUT_ARM  # evaluated, never trained on
@@ -56,11 +48,11 @@ class BanditConfig:
     bonus: float = 0.5  # c of c / sqrt(n + 1)
     temperature: float = 0.5  # tau of the softmax
     floor: float = 0.1  # eps: every arm keeps p >= eps / H
-    degenerate_value: float = 0.5  # AMB-2.2: normalised value when the window's max equals its min
+    degenerate_value: float = 0.5  # normalised value when the window's max equals its min
     sketch_dim: int = 131_072  # d coordinates of the gradient sketch (capped at the pool's size)
     sketch_blocks: int = 4  # K: the last K transformer blocks
     sketch_seed: int = 0  # fixes the sketch coordinates
-    pass_threshold: float = 80.0  # AMB-2.5: a response passes at reward >= this (pass@J, pass^J)
+    pass_threshold: float = 80.0  # a response passes at reward >= this (pass@J, pass^J)
 
     def __post_init__(self):
         if len(self.arms) < 2:
@@ -187,7 +179,7 @@ class BanditState:
         return len(self.q)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able; the EMAs as base64 float32 with their sha256 (AMB-2.3)."""
+        """JSON-able; the EMAs as base64 float32 with their sha256, so they live and rotate with the checkpoint."""
         raw = np.ascontiguousarray(self.emas, np.float32).tobytes()
         return {"q": [float(x) for x in self.q], "n": [int(x) for x in self.n],
                 "window": [[_json_float(a), _json_float(b)] for a, b in self.window],
@@ -228,7 +220,7 @@ def select(state: BanditState, rng: np.random.Generator, config: BanditConfig
 
 def observe(state: BanditState, arm: int, l_t: float, sketch, config: BanditConfig
             ) -> tuple[BanditState, dict[str, Any]]:
-    """Steps 6-11 of methods.md 2.3 for the drawn `arm`: T_t against the peers' EMAs, then this arm's EMA, the
+    """The update after the train step for the drawn `arm`: T_t against the peers' EMAs, then this arm's EMA, the
     pooled window, the fused value and the value update. Returns the new state and the observation's record."""
     sketch = np.asarray(sketch, np.float32)
     cos = directed_cosines(sketch, state.emas, state.present, arm)
@@ -361,10 +353,10 @@ class BanditSampler(TaskSampler):
 
 
 def check_rloo(config) -> list[str]:
-    """HarnessBandit and its mixtures train with Dr.GRPO's leave-one-out baseline (methods.md 2.3)."""
+    """HarnessBandit and its mixtures train with Dr.GRPO's leave-one-out baseline (HarnessBandit, sec. 3)."""
     if config.advantage != "rloo":
         return [f"--config.advantage={config.advantage!r}: {config.method} trains with Dr.GRPO's leave-one-out "
-                f"baseline (methods.md 2.3): set --config.advantage=rloo (the `:method={config.method}` config "
+                f"baseline (HarnessBandit, sec. 3): set --config.advantage=rloo (the `:method={config.method}` config "
                 f"argument sets it)"]
     return []
 

@@ -1,5 +1,5 @@
-"""The evolver model as the methods' writer (AMB-3.1: the baselines' LLM components use the model HarnessRL's
-evolver uses), through the judge protocol `client.complete(messages, schema)`, exactly as the LLM proposer calls
+"""The evolver model as the methods' writer (the baselines' LLM components use the model HarnessRL's evolver
+uses), through the judge protocol `client.complete(messages, schema)`, exactly as the LLM proposer calls
 it; and the parse of its typed actions. Every caller has a rule-based fallback for a run without the model."""
 
 from __future__ import annotations

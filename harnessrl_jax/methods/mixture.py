@@ -1,10 +1,9 @@
-"""The mixed-batch baselines of HarnessBandit (methods.md 2.12) and the rendering every arms method shares.
+"""The mixed-batch baselines of HarnessBandit (HarnessBandit, sec. 5.1) and the rendering every arms method shares.
 
-    mixture     every batch mixes rows of the six arms: a step takes the next rows of an epoch-wise permutation of the
-                task x arm grid (`ArmGridSampler`), as HarnessBandit walks each arm's own shuffled pool, so the two
-                see the same data and differ only in the schedule; one GRPO step
-    mixture2    the same over two arms, `mixture.pair` (AMB-2.4: the paper's OpenClaw + Codex; here 'plain', the
-                arm evaluation trains-arm scores use, and 'structured')
+    mixture     every batch mixes rows of the six arms: a step takes the next rows of an epoch-wise permutation of
+                the task x arm grid (`ArmGridSampler`), as HarnessBandit walks each arm's shuffled pool; one GRPO step
+    mixture2    the same over two arms, `mixture.pair`: 'plain' (the evaluation's training arm) and 'structured'
+                stand in for the paper's OpenClaw + Codex
 
 Each task is rendered under its arm by methods.arms.ArmsGuidance, as HarnessBandit's are (whose sampler picks one
 arm for the whole step). They train with Dr.GRPO's leave-one-out baseline, as HarnessBandit does.

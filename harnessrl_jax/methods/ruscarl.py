@@ -1,26 +1,15 @@
 """RuscaRL (Zhou et al., arXiv 2508.16949): rubric criteria shown as scaffolds in the rollout prompt, differing
-within a group and decaying over training; the loss sees the bare prompt (methods.md 3.2).
+within a group and decaying over training; the loss sees the bare prompt. Rollout i = 0..G-1 at 1-based step t of
+T_total lists n_i of the task's K current criteria c_t in a system turn (prompts/ruscarl_scaffold.txt):
 
-Rollout i = 0..G-1 of a task's group at 1-based step t of T_total shows a share rho_i of the task's K criteria:
-
-    lambda_i = (G - 1 - i) / (G - 1)                      'linear' group rule (1, ..., 0: one full scaffold, one
-                                                           bare); 'binary': 1 for the first f rollouts, else 0
+    lambda_i = (G - 1 - i) / (G - 1)                      'linear' group rule; 'binary': 1 for the first f, else 0
     S(x)     = 1 / (1 + exp(kappa (x - x0))),  x = (t - 1) / (T_total - 1)      the 'step_sigmoid' decay
     rho_i    = lambda_i S(x);  n_i = round(K rho_i)       criteria drawn uniformly without replacement
+    w_t      = min(pi(y_t | x, y_<t) / pi(y_t | x, s, y_<t), C)     per-token truncated importance weight
 
-Released recipe: x0 = 0.2, kappa = 125 (S = 0.5 at 20% of training, < 0.002 at 25%). The scaffold is a system turn
-listing the drawn requirements ("IMPORTANT POINTS TO INCLUDE", with their points) and pitfalls ("IMPORTANT POINTS
-TO AVOID", with their penalties), asking for a helpful answer that never mentions them
-(prompts/ruscarl_scaffold.txt); n_i = 0 gives the bare prompt. A task that already has a system turn gets the
-scaffold prepended to it.
-
-Loss context. RuscaRL trains pi(y | x) on tokens sampled from pi(y | x, scaffold), uncorrected, as its release does
-(`loss_context='bare'`, `ruscarl.tis_cap=0`: the paper row). The labelled variant `ruscarl.tis_cap=C > 0` corrects
-the mismatch with the train step's truncated importance sampling: per token w = min(pi(y_t | x, y_<t) /
-pi(y_t | x, s, y_<t), C), the trainer's bare-context logprob over the engine's scaffolded one (C = 2, as Yao et al.).
-
-The scaffold lists the harness's current criteria c_t: the seed rubric when RuscaRL runs alone, HarnessRL's
-evolving rubric when it replaces HarnessRL's guidance interface (AMB-3.3).
+with x0 = 0.2, kappa = 125 (the released recipe) and C = `ruscarl.tis_cap` (0: uncorrected, as the released code
+and the paper row; C > 0 is the labelled variant `ruscarl_tis`). The scaffold lists the harness's current criteria:
+the seed rubric alone, HarnessRL's evolving rubric when it replaces HarnessRL's guidance interface.
 """
 
 from __future__ import annotations

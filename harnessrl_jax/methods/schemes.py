@@ -5,8 +5,8 @@ GRPO update on them.
 Its settings are the step's two open choices: `loss_context` 'guided' (the loss sees the prompt a rollout was sampled
 in) or 'bare' (the completion re-packed after the bare prompt: RuscaRL); `advantages_rubric` 'before' (the rubric
 the rollouts were graded with) or 'after' (regraded under the rubric accepted this step). A prompt writer whose
-prompts bring their own rubric (HarnessBandit's snapshot arms) supplies the advantages' rubric instead. For a method with a
-gradient sketch (Method.sketch) the update also returns it, and the sampler gets it with the advantages.
+prompts bring their own rubric (HarnessBandit's snapshot arms) supplies the advantages' rubric instead. For a method
+with a gradient sketch (Method.sketch) the update also returns it, and the sampler gets it with the advantages.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """SEC, the Self-Evolving Curriculum (Chen et al., arXiv 2505.14970): task sampling as a non-stationary bandit over
-arms of tasks (methods.md 3.7). Used alone (`method='sec'`: GRPO with this sampler) and as HarnessRL's sampling rule
+arms of tasks. Used alone (`method='sec'`: GRPO with this sampler) and as HarnessRL's sampling rule
 (`harness.sampling_rule='sec'`).
 
     r_t(c)     = mean over the batch's tasks x of arm c of (1/G) sum_i |A_i(x)|     learning gain of arm c
     Q_{t+1}(c) = alpha r_t(c) + (1 - alpha) Q_t(c)        TD(0), only for arms drawn this step; Q_0 = 0
     p(c)       = softmax(Q / tau)                         Boltzmann over arms; a task uniformly within its arm
 
-Constants: alpha = 0.5 (the release's bandit.lr), tau = 1.0 (their default; AMB-3.13). Readings:
-- AMB-3.11 arms: quintiles of the seed policy's mean reward per task (`sec.arms='seed_quintile'`, read from the
-  cold start's seed groups) -- SEC's "difficulty levels"; alternatives 'domain_x_tercile', 'domain' (problem
-  types) and 'task' (every task its own arm; the tiny config's, which has no cold start).
-- AMB-3.12 reward: A = r / Lambda - mean(r / Lambda) per group (un-normalised, on the 0..1 scale): with
-  std-normalised advantages mean|A| is nearly constant for every non-flat group. The training advantages are
-  unchanged.
-- AMB-3.14 importance weights: u = 1 (SEC re-weights the objective on purpose); `sec.importance=True` applies
-  u = 1 / (N p_i) with p_i = p(c(i)) / N_c(i).
-Slots draw arms with replacement; within a step a task is not drawn twice while its arm has undrawn tasks.
+A is un-normalised, on the 0..1 scale, and u = 1 by default (`sec.importance`).
 """
 
 from __future__ import annotations
@@ -46,9 +37,9 @@ class SECConfig:
 
     alpha: float = 0.5  # TD(0) step size (SEC's bandit.lr)
     temperature: float = 1.0  # tau of the Boltzmann draw
-    arms: str = "seed_quintile"  # ARM_KINDS (AMB-3.11)
+    arms: str = "seed_quintile"  # ARM_KINDS: seed-reward quintiles are SEC's difficulty levels
     num_levels: int = 5  # difficulty levels of 'seed_quintile' (3 per domain for 'domain_x_tercile')
-    importance: bool = False  # AMB-3.14: False u = 1; True u = 1 / (N p_i)
+    importance: bool = False  # False: u = 1 (SEC re-weights on purpose); True: u = 1 / (N p_i)
     seed_groups: str = ""  # the cold start's .groups.jsonl; empty: next to config.harness.cold_start
 
     def __post_init__(self):
@@ -81,7 +72,7 @@ def arm_probs(q, *, temperature: float = 1.0) -> np.ndarray:
 
 def learning_gain(rewards) -> np.ndarray:
     """Per group (row of rewards [T, J], reward points) the mean |A| of un-normalised advantages on the 0..1 scale
-    over its valid entries (AMB-3.12); NaN for a group with none."""
+    over its valid entries (std-normalised, mean |A| is nearly constant); NaN for a group with none."""
     r = np.asarray(rewards, np.float64) / LAMBDA
     out = np.full(r.shape[0], np.nan)
     for n, row in enumerate(r):
@@ -128,7 +119,7 @@ def seed_groups_path(settings: SECConfig, cold_start: str) -> str:
 
 def assign_arms(tasks: Sequence, kind: str, *, num_levels: int = 5, rewards: Mapping[str, float] | None = None
                 ) -> tuple[np.ndarray, list[str]]:
-    """(arm index per task, arm names) for the arms `kind` (module docstring)."""
+    """(arm index per task, arm names): seed-reward quantiles, domain x tercile, domain, or one arm per task."""
     if kind == "task":
         return np.arange(len(tasks)), [t.id for t in tasks]
     domains = sorted({t.domain for t in tasks})

@@ -1,23 +1,14 @@
 """SkillRL (Xia et al., arXiv 2602.08234): a skill bank distilled from the policy's own rollouts, retrieved by
-embedding similarity and mounted on every rollout of a task, evolving during training (methods.md 3.3).
+embedding similarity and mounted on every rollout of a task, evolving during training.
 
-- A skill is (name, principle, applicability); general skills apply to every task, task-specific ones to a family
-  (the task's domain).
-- Retrieval per task: every general skill, and the task-specific skills whose cosine between the embedding of
-  (name + applicability) and that of the task's last user message is >= delta = 0.4, the K = 6 best.
-- Rendering: a <skills> block after the prompt, one line per skill, on every rollout of the task; the loss sees the
-  prompt the rollout saw (SkillRL trains with skills in context). Evaluation is bare (AMB-3.4).
-- Distillation by the teacher (the evolver model, AMB-3.1): successful responses (reward >= the group's q75) give
-  skills, failed ones (<= q25) counterfactual lessons. Readings: the initial bank comes from the seed policy's
-  groups of the cold start (before step 0, so step 0's rollouts carry skills; without a cold start, from step 0's
-  groups), up to 10 task-specific skills per domain and 10 general ones (AMB-3.5 drops the cold-start SFT, so every
-  arm starts from the same policy); every E = 25 steps the bank evolves on a validation sample (a fixed
-  `validation_per_domain` training tasks per domain, rolled out under the bank by the frozen policy): for each
-  domain whose mean reward is strictly below the median over domains, up to 10 of its lowest-reward responses are
-  analysed and at most 5 skills added or revised (a skill under an existing name replaces it).
-- Without the model (`harness.proposer='rule'`) the teacher is a rule: a criterion the successful responses of a
-  group meet more often than its failures becomes a skill ("aim for" it; "avoid" it for a pitfall), general when
-  its text recurs across tasks, task-specific otherwise.
+- A skill is (name, principle, applicability); general skills apply to every task, task-specific ones to its domain.
+- Retrieval: every general skill, and the K best task-specific ones whose (name + applicability) has cosine >= delta
+  to the task's last user message; a <skills> block after the prompt, which the loss sees too. Evaluation is bare.
+- The teacher (the evolver model; a rule stand-in under `harness.proposer='rule'`) distils skills from successful
+  responses (reward >= the group's q75) and lessons from failed ones (<= q25): the initial bank from the cold
+  start's seed groups (step 0's groups without one), then every E steps from a fixed validation sample per domain
+  rolled out under the bank by the frozen policy, for the domains strictly below the median reward; a skill
+  distilled again under its name is revised.
 """
 
 from __future__ import annotations

@@ -4,13 +4,10 @@ enter the run exactly as the evolver's do.
     proposal = rule.propose(RuleInput(step, draws, H_t, attributions, memory, hooks))   # candidates per draw
     result, dynamics = apply_rule(proposal, result, H_t, critic=..., gated=..., hooks=...)
 
-A rule returns typed candidates (`evolver.Candidate`, actions of `harness.ops`) for the tasks of this step's
-groups, each with the verification it ran itself. `apply_rule` measures them with HarnessRL's critic when the
-method gates the rule (interface replacement: the critic gates what it gated before), otherwise accepts what is
-valid; accepted candidates apply through the method's transitions onto the evolver's H_{t+1}, in draw order. Every
-candidate becomes an `evolver.LogEntry`, so it is a harness.jsonl line and its actions are ActionRecords of the
-draw in the memory, with the harness changes reversal rates are computed from: the rules' updates and HarnessRL's
-are counted the same way. `dynamics` adds per-draw fields to DrawRecord.dynamics (AMARIS's summaries).
+`apply_rule` measures a rule's typed candidates with HarnessRL's critic when the method gates the rule, else accepts
+the valid ones, and applies the accepted through the method's transitions onto the evolver's H_{t+1}, in draw order.
+Each candidate becomes an `evolver.LogEntry` (a harness.jsonl line, ActionRecords in the memory), so reversal rates
+count the rules' updates as HarnessRL's; `dynamics` adds per-draw fields to DrawRecord.dynamics.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Export params to an HF directory (config.json, safetensors, tokenizer files) that transformers and SGLang load
 unchanged; this is also how weights are pushed to an SGLang server (/update_weights_from_disk).
 
-Qwen3.5 is written in the layout of the model it came from. A multimodal base (`model_type: qwen3_5`, what
-SGLang serves) needs `base_dir`, the HF snapshot it was loaded from: its config, generation config, tokenizer and
-processor files are copied verbatim, the decoder goes under model.language_model.*, and every other tower
-(model.visual.*, mtp.*) is passed through unchanged from the base's shards. With a base, each tensor keeps the
-base's dtype (A_log stays float32); without one, A_log is float32 and the rest `dtype`.
-
-Several processes (multi-host) each write their share: the params' leaves are dealt round-robin, every process
-joins the gather of every leaf (a collective) and writes the tensors of its own leaves to its own shard file;
-process 0 writes the index and the small files. Files are written under temporary names and renamed.
+A Qwen3.5 multimodal base (`model_type: qwen3_5`, what SGLang serves) needs `base_dir`, the HF snapshot it was loaded
+from: its small files are copied, the decoder goes under model.language_model.*, other towers (model.visual.*,
+mtp.*) pass through from its shards, and each tensor keeps the base's dtype. Without a base A_log is float32 and the
+rest `dtype`. On several hosts each process writes the tensors of its round-robin share of the leaves (every
+process joins every leaf's gather) to its own shard, process 0 the index; files are renamed into place.
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ u64 key-value count; the key-value pairs (string key, u32 value type, value); pe
 dimensions, u64 dimensions (innermost first), u32 ggml type and u64 offset; then padding to `general.alignment`
 (32 by default), after which each tensor's data sits at its offset.
 
-`gguf.GGUFReader` reads the same layout but builds a numpy view for every item of every array (the 49k-token
-vocabulary and its merges: ~4 s); this reads the metadata with `struct` and the tensors as numpy views of one
-memory map, so the weights and the tokenizer share one ~0.1 s read. Tensor views have the dtype and shape
-`GGUFReader` gives them, so `gguf.quants.dequantize` takes them unchanged.
+`gguf.GGUFReader` reads the same layout but builds a numpy view for every item of every array (slow for a 49k-token
+vocabulary and its merges); this reads the metadata with `struct` and the tensors as numpy views of one memory map,
+which the weights and the tokenizer share. Tensor views have `GGUFReader`'s dtype and shape, so
+`gguf.quants.dequantize` takes them unchanged.
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
 """Llama-family decoder (Llama, SmolLM2, Qwen2, Qwen3 dense) as pure functions of a params pytree.
 
-No Flax module: the params are a plain nested dict of arrays, so loaders, the exporter and the sharding rules
-address weights by path, and `jax.jit`, `jax.grad` and `NamedSharding` apply to the tree directly. Layers are
-stacked on a leading axis and run with `lax.scan`, so compile time does not grow with depth; `scan_layers=False`
-runs them unrolled instead (see ModelConfig).
-
-Layout (all matrices stored [in, out], the transpose of the HF/torch layout):
+The params are a plain nested dict of arrays (no Flax module), so loaders, the exporter and the sharding rules
+address weights by path. Layers are stacked on a leading axis and run with `lax.scan`, so compile time does not grow
+with depth (`scan_layers=False` unrolls them). RoPE is HF's rotate-half form (GGUF loaders undo llama.cpp's Q/K row
+permutation). Layout (all matrices stored [in, out], the transpose of the HF/torch layout):
   embed [V, D]; final_norm [D]; lm_head [D, V] unless tied to embed
   layers/{attn_norm, mlp_norm} [L, D]; {wq [L, D, Hq*Dh], wk, wv [L, D, Hkv*Dh], wo [L, Hq*Dh, D]}
   layers/{bq, bk, bv} when attention_bias; layers/{q_norm, k_norm} [L, Dh] when qk_norm (Qwen3)
   layers/{w_gate, w_up [L, D, F], w_down [L, F, D]}
-RoPE is the rotate-half form HF uses; GGUF loaders undo llama.cpp's Q/K row permutation to match it.
 """
 
 from __future__ import annotations
@@ -48,11 +45,11 @@ class ModelConfig:
     remat: bool = False  # rematerialise each layer in the backward pass
     # False: hidden_states runs the layers unrolled, each on its own slice of the stacked weights, and a trainer
     # slices them once per step (split_layers) instead of once per micro-batch. The scan copies every layer's
-    # weights out of the stack on each pass, forward and backward, and writes its gradients back; unrolled, an
-    # update without remat of SmolLM2 on XLA's CPU backend is ~10% faster (launch/bench_train.py), at a compile
-    # time that grows with depth and one more copy of the layer weights during the step. Keep it True with remat:
-    # unrolled, XLA keeps the recomputed activations alive (4x the temporaries, and slower). The sampler's cached
-    # decode (forward_cached) scans either way: unrolled, it measured no faster.
+    # weights out of the stack on each pass, forward and backward, and writes its gradients back, so an update
+    # without remat runs faster unrolled (docs/design.md, Measurements), at a compile time that grows with depth
+    # and one more copy of the layer weights during the step. Keep it True with remat: unrolled, XLA keeps the
+    # recomputed activations alive (4x the temporaries, and slower). The sampler's cached decode (forward_cached)
+    # scans either way: unrolled, it is no faster.
     scan_layers: bool = True
 
     def __post_init__(self):

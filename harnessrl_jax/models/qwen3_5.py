@@ -1,22 +1,13 @@
 """Qwen3.5 hybrid decoder (Gated DeltaNet layers + gated full attention) as pure functions of a params pytree.
 
-A layer is `x + mixer(norm(x))` then `x + mlp(norm(x))`, where the mixer is a Gated DeltaNet (`linear_attention`)
-on most layers and gated grouped-query attention with partial rotary on every `full_attention_interval`-th layer
-(`config.layer_types`). The model's RMSNorms store an offset and scale by (1 + w); the gated RMSNorm inside the
-DeltaNet stores a plain scale. Layer parameters are stacked per kind on a leading axis, and the forward pass scans
-over blocks of one period of `layer_types` (3 DeltaNet layers + 1 attention layer in the published models), so
-compile time does not grow with depth.
-
-Layout (matrices [in, out], the transpose of the HF/torch layout):
-  embed [V, D]; final_norm [D] (offset); lm_head [D, V] unless tied to embed
-  layers/{attn_norm, mlp_norm} [L, D] (offsets); {w_gate, w_up [L, D, F], w_down [L, F, D]}
-  linear_attn/{w_qkv [Lg, D, 2*Hk*Dk + Hv*Dv], w_z [Lg, D, Hv*Dv], w_b, w_a [Lg, D, Hv], conv [Lg, K, conv_dim],
-               A_log, dt_bias [Lg, Hv], gdn_norm [Lg, Dv] (plain scale), w_out [Lg, Hv*Dv, D]}
-  full_attn/{wq [La, D, Hq*2*Dh] (per head [query | gate]), wk, wv [La, D, Hkv*Dh], wo [La, Hq*Dh, D],
-             q_norm, k_norm [La, Dh] (offsets)}
-
-The DeltaNet's state recurrence (models/gated_deltanet.py) runs chunk-parallel for training and prefill and one
-token at a time for decoding, from the convolution inputs and state kept in `HybridCache`.
+A layer is `x + mixer(norm(x))` then `x + mlp(norm(x))`: the mixer is a Gated DeltaNet on most layers and gated
+grouped-query attention with partial rotary on every `full_attention_interval`-th (`config.layer_types`). The forward
+scans over blocks of one period of `layer_types`, so compile time does not grow with depth. RMSNorms store an offset
+and scale by (1 + w), except the DeltaNet's gated one (plain scale). Layout (matrices [in, out], torch's transposed):
+  embed [V, D]; final_norm [D]; lm_head [D, V] unless tied; layers/{attn_norm, mlp_norm} [L, D]; {w_gate, w_up
+  [L, D, F], w_down [L, F, D]}; linear_attn/{w_qkv [Lg, D, 2*Hk*Dk + Hv*Dv], w_z [Lg, D, Hv*Dv], w_b, w_a [Lg, D, Hv],
+  conv [Lg, K, conv_dim], A_log, dt_bias [Lg, Hv], gdn_norm [Lg, Dv], w_out [Lg, Hv*Dv, D]}; full_attn/{wq [La, D,
+  Hq*2*Dh] (per head [query | gate]), wk, wv [La, D, Hkv*Dh], wo [La, Hq*Dh, D], q_norm, k_norm [La, Dh]}
 """
 
 from __future__ import annotations

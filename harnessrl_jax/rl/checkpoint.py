@@ -1,21 +1,12 @@
 """Checkpoints with orbax: the train state (params, optimiser state, step, RNG) and an `extra` slot, saved together.
 
-`extra` is JSON (data position, harness and memory bookkeeping: whatever later parts need to resume exactly);
-`extra_tree` is an optional pytree of arrays for state too large or too numeric for JSON (a harness pytree). A
-checkpoint at step k holds the state *after* k updates; resuming from it and running on gives bitwise the same
-params as never stopping (tests/rl/test_checkpoint.py), because every random draw of step k derives from the
-saved root key and k, and the data position is in `extra`.
-
-Multi-host: every process calls `save` and `restore` with the same arguments; orbax writes each shard once and
-restores straight into the target shardings (a shared filesystem is assumed).
-
-Integrity. Orbax notices a missing or unreadable file, but a damaged array chunk or a flipped byte in the JSON can
-restore without error and silently change the run. So every save records, in the step's orbax metadata, a
-fingerprint of each array (two wrapping uint32 sums of its bits: plain and position-weighted, exact whatever the
-sharding) and the SHA-256 of `extra`; `restore` checks them. `restore_intact` names each damaged or partial
-checkpoint in one line, moves it to `<directory>_damaged/` (kept for inspection, out of orbax's way) and uses the
-newest intact one before it, or stops (`fallback=False`); a chosen `step` moves the newer ones to
-`<directory>_set_aside/`, so the run continues from there and never collides with them.
+`extra` is JSON (whatever later parts need to resume exactly); `extra_tree` an optional pytree of arrays. A
+checkpoint at step k holds the state after k updates, and resuming from it gives bitwise the params of never
+stopping: every random draw of step k derives from the saved root key and k. Every process of a multi-host run
+calls `save` and `restore` alike (a shared filesystem is assumed). Each save records a fingerprint of every array
+(two wrapping uint32 sums of its bits, exact whatever the sharding) and the SHA-256 of `extra`, which `restore`
+checks, since orbax restores a flipped byte silently; `restore_intact` moves a damaged checkpoint to
+`<directory>_damaged/` and uses the one before, and a chosen `step` moves newer ones to `<directory>_set_aside/`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,14 @@
-"""CoCA's frontier-guided on-policy self-distillation term (methods.md 1.8): forward KL(teacher || student) over
-k + 1 bins, the teacher's k most likely tokens plus one bin for the rest of the mass.
+"""CoCA's frontier-guided on-policy self-distillation term: forward KL(teacher || student) over k + 1 bins, the
+teacher's k most likely tokens plus one bin for the rest of the mass.
 
 Per completion position t, with pT = softmax(z_T / T), pS = softmax(z_S / T) and V_t the teacher's top-k ids:
 
     tailT = 1 - sum_{v in V_t} pT(v),   tailS = 1 - sum_{v in V_t} pS(v)
     KL_t  = sum_{v in V_t} pT(v) (log pT(v) - log pS(v)) + tailT (log tailT - log tailS)
 
-Everything is float32; log tail = log1p(-sum exp(logp)) clamped to >= log(1e-12); no gradient reaches the teacher.
-`topk_forward_kl` is the contract form (both full logits); the train step uses `teacher_topk` once per batch (the
-teacher's top-k ids and log-probabilities, so its full logits never stay in memory) and `kl_sum_from_logps`
-inside the sharded step on the student's log-probabilities at those ids (gathered by the chunked head,
-rl/head.py). Both forms return a sum and a denominator, as the GRPO loss does.
+Float32; log tail clamped to >= log(1e-12); no gradient reaches the teacher. `topk_forward_kl` takes both full
+logits; the train step uses `kl_sum_from_logps` on the teacher's top-k (`Trainer.teacher_topk`, once per batch) and
+the student's log-probabilities at those ids. Both return a sum and a denominator, as the GRPO loss does.
 """
 
 from __future__ import annotations

@@ -1,24 +1,16 @@
 """GRPO advantages and the clipped policy loss, as pure functions of arrays.
 
-Advantages, per task row i of the reward matrix R [T, J] over its valid (non-NaN) entries V_i:
+Advantages, per task row i of R [T, J] over its valid (non-NaN) entries V_i (NaN rewards stay NaN):
     grpo:     A_ij = (R_ij - mean_V(R_i)) / (std_V(R_i) + 1e-6)        population std, ddof = 0
     dr_grpo:  A_ij =  R_ij - mean_V(R_i)                                 (Dr. GRPO: no std division)
     rloo:     A_ij =  R_ij - mean_{V \\ j}(R_i) = n/(n-1) (R_ij - mean_V(R_i)),   n = |V_i|;  0 when n = 1
-Failed rewards (NaN) stay NaN and change nothing else; a row with no valid entry is all NaN.
-
 Loss, per unmasked token t of sequence b with advantage A_b and task-sampling weight u_b = 1 / (N p_i):
-    r    = exp(clip(logp - old_logp, +-log_ratio_clip))
-    pg   = -min(r A, clip(r, 1 - clip_low, 1 + clip_high) A)
-    k3   = exp(d) - d - 1,   d = clip(ref_logp - logp, +-log_ratio_clip)       (Schulman's k3 KL estimator)
-    loss = u_b * (w_tis * pg + kl_coef * k3)
-Truncated importance sampling (Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy RL
-training"): the sampler's logprobs (engine_logp) differ from the trainer's recomputation (old_logp), so the
-behaviour policy is the engine; w_tis = stop_gradient(min(exp(old_logp - engine_logp), tis_cap)) re-weights the
-policy-gradient term, as in the paper. The KL term is a regulariser toward the reference, not a policy-gradient
-estimate, and is left unweighted. Without tis_cap, w_tis = 1.
-
-The loss returns (loss_sum, denominator, metrics) rather than a mean, so micro-batch accumulation and cross-host
-reduction are exact: the objective is sum(loss_sum) / max(sum(denominator), 1).
+    r     = exp(clip(logp - old_logp, +-log_ratio_clip))
+    pg    = -min(r A, clip(r, 1 - clip_low, 1 + clip_high) A)
+    k3    = exp(d) - d - 1,   d = clip(ref_logp - logp, +-log_ratio_clip)       (Schulman's k3 KL estimator)
+    w_tis = stop_gradient(min(exp(old_logp - engine_logp), tis_cap))   (Yao et al. 2025; 1 without tis_cap)
+    loss  = u_b * (w_tis * pg + kl_coef * k3)
+A loss returns (loss_sum, denominator, metrics), not a mean, so micro-batches and hosts reduce exactly.
 """
 
 from typing import Callable
@@ -244,7 +236,7 @@ def gspo_loss(logp, old_logp, ref_logp, advantages, mask, weights, *, clip_low, 
     """GSPO (Zheng et al. 2025): policy_loss with the sequence-level ratio s_b = exp(mean_t(logp - old_logp)) of
     each sequence in place of the token ratios, in its token form s_bt = sg(s_b) pi(y_t) / sg(pi(y_t)) (value s_b,
     gradient s_b grad log pi(y_t)), clipped per sequence; with agg 'sequence-mean-token-mean' this is GSPO's
-    objective exactly. The k3 term to the reference stays per token. CoCA's D.5 variant (methods.md 1.9)."""
+    objective exactly. The k3 term to the reference stays per token. CoCA's D.5 variant."""
     f32 = jnp.float32
     adv_ok = jnp.isfinite(jnp.asarray(advantages, f32))
     m = jnp.asarray(mask, bool) & adv_ok[:, None]
@@ -269,7 +261,7 @@ def dapo_loss(logp, old_logp, ref_logp, advantages, mask, weights, *, clip_low, 
               log_ratio_clip=20.0, tis_cap=None, engine_logp=None):
     """DAPO's loss (Yu et al. 2025): the clipped surrogate with decoupled clip range (clip-higher: set
     loss.clip_high, 0.28 in the paper), token-level aggregation and no KL term, whatever `agg` and `kl_coef` say.
-    Its dynamic sampling and overlong shaping are not part of the loss (methods.md 1.9: out of scope)."""
+    Its dynamic sampling and overlong shaping are not part of the loss (not implemented)."""
     del agg, kl_coef
     return policy_loss(logp, old_logp, ref_logp, advantages, mask, weights, clip_low=clip_low, clip_high=clip_high,
                        kl_coef=0.0, agg="token-mean", log_ratio_clip=log_ratio_clip, tis_cap=tis_cap,

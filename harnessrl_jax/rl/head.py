@@ -1,16 +1,14 @@
-"""Log-probabilities of chosen tokens, and the entropy, straight from the final hidden states and the output head,
-a chunk of positions at a time, so the [rows, positions, vocab] logits never exist whole: not in the forward, and
-not in the backward, which recomputes each chunk's logits from the hidden states instead of keeping them.
+"""Log-probabilities of chosen tokens, and the entropy, from the final hidden states and the output head, a chunk of
+positions at a time, so the [rows, positions, vocab] logits never exist whole, forward or backward (the backward
+recomputes each chunk's logits from the hidden states).
 
 For z = (x . head) / T over the vocabulary, p = softmax(z), lse = logsumexp(z):
     logp_k = z[id_k] - lse                                   (any K ids per position: the sampled token, top-k ids)
     H      = lse - sum_j p_j z_j                             (the entropy of p)
     d logp_k / dz = onehot(id_k) - p,    dH / dz = -p * (log p + H)
-so the backward of a chunk needs only x, the head, the ids and the two per-position scalars lse and H. The forward
-pays one head matmul per chunk, the backward three (the recomputation, d x and d head): one more than autodiff of
-the dense logits, in exchange for memory that no longer grows with positions x vocabulary (400 MB for 16 x 128
-positions of SmolLM2's 49,152 tokens in float32, and each elementwise step of the log-softmax and its gradient
-another array that size). The trainer calls it at completion positions only (rl/step.py).
+A chunk's backward needs only x, the head, the ids, lse and H: one head matmul more than autodiff of the dense
+logits, for memory that no longer grows with positions x vocabulary (400 MB for 16 x 128 positions of SmolLM2's
+49,152 tokens in float32, and another array that size per elementwise step of the log-softmax and its gradient).
 """
 
 from __future__ import annotations

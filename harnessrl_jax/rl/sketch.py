@@ -1,4 +1,4 @@
-"""HarnessBandit's gradient sketch (methods.md 2.5): d fixed coordinates of the last K transformer blocks' gradient.
+"""HarnessBandit's gradient sketch: d fixed coordinates of the last K transformer blocks' gradient.
 
     spec = make_sketch_spec(model_config, d, last_blocks=4, seed=0)    # host, once per run
     s = sketch(grads, spec)                                            # jittable: [d] float32

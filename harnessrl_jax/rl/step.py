@@ -1,38 +1,15 @@
 """The sharded GRPO update: one jitted step over a (data, fsdp, tensor) mesh, compiled once per batch shape.
 
-Per step, for each of `micro_batches` slices of the batch (a `lax.scan`, so memory is one slice's activations):
-forward the policy, take float32 logprobs of the sampled tokens at the sampling temperature, forward the frozen
-reference with the same sharded function (when the KL coefficient is non-zero), and add the slice's loss *sum*,
-denominator and gradient of the sum to running totals. Only after the last slice is the gradient divided by the
-total denominator, so any number of micro-batches gives the gradient of the one-batch loss (up to float rounding).
-Then global-norm clipping and AdamW (optim.py) update the float32 master params. With unrolled layers
-(`scan_layers=False`, models/llama.py) the step slices the layer weights out of their stack once, before the
-micro-batches (models.llama.split_layers), and stacks the gradient back after the last one.
+Each of `micro_batches` slices (a `lax.scan`) adds its loss sum, denominator and gradient of the sum to running
+totals, divided by the total denominator after the last slice, so any number of micro-batches gives the one-batch
+gradient; then global-norm clipping and AdamW (optim.py). Only completion positions reach the output head
+(rl/head.py). The old logprobs are stop_gradient(logp) of this forward with one update per batch, else
+`batch.old_logprobs`. CoCA's distillation term (distill targets in the batch) and HarnessBandit's gradient sketch
+(`sketch_spec`) are optional; without them the step compiles as before:
 
-Only completion positions reach the output head, as TRL computes GRPO: with `completion_len` W (the sampler's
-max_new_tokens), each row's W positions from its first loss position are gathered from the final hidden states,
-and the logprobs and the entropy come from rl/head.py a chunk of positions at a time, so [rows, T, vocab] logits
-are never materialised, forward or backward. put_batch refuses a batch whose loss positions in a row span more
-than W. Without `completion_len` every position goes through the head.
+    objective = (pg_sum + lambda_D * KL_sum * D_pg / D_kl) / D_pg = L_GRPO + lambda_D * sum KL_t / D_kl
 
-The "old" (behaviour) logprobs: with one optimiser update per rollout batch (on-policy GRPO) the old policy is the
-current params, so they are stop_gradient(logp) of this very forward (the ratio is exactly 1, the clip never binds
-and only the gradient matters), with no extra forward. With several updates per batch (mini-batches) the caller
-computes them once before the first update with `Trainer.logprobs` and passes them in `batch.old_logprobs`; the
-ratio and the clip then act as in PPO. Either way the gap between these trainer-recomputed logprobs and the
-engine's is logged as `engine_gap` every step.
-
-CoCA's distillation term (rl/distill.py): when the batch carries distill targets (the teacher's top-k ids and
-log-probabilities at each student position, from `Trainer.teacher_topk` before the update, and a mask), each
-micro-batch adds lambda_D * KL_sum * D_pg / D_kl to its loss sum, so that after the division by the GRPO
-denominator D_pg the objective is L_GRPO + lambda_D * sum KL_t / D_kl, both totals read from the whole batch's
-masks. It reuses the micro-batch's student forward; a batch without targets traces exactly the step above.
-
-With a `sketch_spec` (HarnessBandit, rl.sketch) the step also returns d fixed coordinates of the gradient the
-optimiser receives (a third, replicated output); without one it compiles exactly as before.
-
-Params and optimiser state are donated, so the update happens in place; the caller must not touch the old state
-after a step (an engine holding the old params gets the new ones via `update_weights`).
+Params and optimiser state are donated: the caller must not touch the old state after a step.
 """
 
 from __future__ import annotations
@@ -327,8 +304,8 @@ class Trainer:
 
     def _distill_term(self, student_logp, mb: TrainBatch, metrics, totals):
         """lambda_D * KL_sum(micro-batch) * D_pg / D_kl, so that after the step's division by the GRPO denominator
-        D_pg the objective is L_GRPO + lambda_D * (sum KL_t) / D_kl, each term with its own normaliser (methods.md
-        1.9); both `totals` are over the whole batch (_batch_totals), so micro-batches stay exact."""
+        D_pg the objective is L_GRPO + lambda_D * (sum KL_t) / D_kl, each term with its own normaliser; both
+        `totals` are over the whole batch (_batch_totals), so micro-batches stay exact."""
         kl_sum, kl_tokens = distill.kl_sum_from_logps(mb.distill_logp, student_logp, mb.distill_mask)
         pg_den, kl_den = totals
         metrics["distill_kl_total"], metrics["distill_tokens"] = jax.lax.stop_gradient(kl_sum), kl_tokens

@@ -3,14 +3,10 @@
 One task per line. Canonical record (what `dump_tasks` writes):
   {"id", "domain", "prompt": [{"role", "content"}], "rubrics": [{"id", "criterion", "points", "tags"}],
    "reference"?, "oracle_rubrics"?, "extra"?}
-Also read unchanged:
-  - HealthBench records: `prompt_id` is the id; with no `domain` key the domain is "medical" (every HealthBench
-    task is medical; its `theme:*` example tag is a sub-category, kept in `extra["example_tags"]` so per-domain
-    numbers stay comparable with the other Rubric-Mix domains); `ideal_completions_data.ideal_completion` becomes
-    the reference when no `reference` is given. Keys not read here (example_tags, canary, ...) go to `extra`.
-  - RaR-style rubric items `{title, description, weight}`: text = description (RaR writes descriptions to be
-    self-contained), the title is kept as a `title:` tag; weight is a number or a category in `RAR_WEIGHTS`.
-  - a prompt given as a plain string is one user message.
+Also read unchanged: HealthBench records (`prompt_id` the id, domain "medical" unless given, the ideal completion
+the reference, keys not read here kept in `extra`, its `theme:*` example tag among them); RaR-style rubric items
+`{title, description, weight}` (text = the self-contained description, a `title:` tag, a weight that is a number or
+a category in `RAR_WEIGHTS`); a prompt given as a plain string (one user message).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from harnessrl_jax.eval.harness_arms import evaluate_arm, pass_rates
 def test_pass_at_j_and_pass_hat_j_by_hand():
     r = np.array([[90.0, 10.0, 85.0], [80.0, 80.0, np.nan], [0.0, 50.0, 79.9], [np.nan] * 3])
     at, every = pass_rates(r, 80.0)
-    np.testing.assert_array_equal(at[:3], [1.0, 1.0, 0.0])  # reward >= 80 passes (AMB-2.5)
+    np.testing.assert_array_equal(at[:3], [1.0, 1.0, 0.0])  # reward >= 80 passes
     np.testing.assert_array_equal(every[:3], [0.0, 1.0, 0.0])  # the NaN cell does not count against task 2
     assert np.isnan(at[3]) and np.isnan(every[3])
 

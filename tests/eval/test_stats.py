@@ -1,7 +1,7 @@
 """eval.stats against closed forms: the run-level test against scipy's one-sample t test on hand-computed per-seed
 macro margins, its degenerate designs, and a simulation of many experiments with run-to-run variance (its false
 positive rate is nominal, the paper's cell-level test's is not, its power matches the noncentral t); the paper's
-item x seed bootstrap and sign-flip permutation test (methods.md 4.7) against the exact permutation distribution,
+item x seed bootstrap and sign-flip permutation test against the exact permutation distribution,
 designs whose interval is known and the normal approximation; the seed standard deviation of a macro aggregate."""
 
 import itertools

@@ -1,4 +1,4 @@
-"""The criterion classes every arm logs (methods.md 4.5, AMB-4.12; the paper's Fig. 3) on hand-made groups."""
+"""The criterion classes every arm logs (referenced to the oracle; the paper's Fig. 3) on hand-made groups."""
 
 import numpy as np
 

@@ -166,7 +166,7 @@ def test_dynamic_retrieval_finds_similar_summaries_of_other_tasks_amaris_pp_has_
     assert key == ("b", 0) and text == "letter a met by every rollout" and cos > 0  # other tasks only, top k_d
     plus = AMARISRule(AMARISConfig(), plus=True, total_steps=10)
     plus.start(m)
-    assert plus.index is None and not plus.dynamic  # AMB-3.10: no cross-task memory
+    assert plus.index is None and not plus.dynamic  # same-task static retrieval only: no cross-task memory
 
 
 class Client:

@@ -1,4 +1,4 @@
-"""CoCA's pure parts against their specification (methods.md 1.5-1.7, DESIGN's diagnose contract): the five
+"""CoCA's pure parts against their definitions (`diagnose` as docs/design.md states it, the gate): the five
 states on their boundaries and in their test order, polarity-aware rates, the frontier gate, the calibration of
 rule thresholds and of LLM criteria through the evolver model's protocol with the invariants, and the transition
 table."""
@@ -69,7 +69,7 @@ def test_the_gate():
     assert (g.qualified, g.gf_index, g.cf_index, g.learnable, g.gain) == (True, 0, 1, (0,), 30.0)
     assert not select_frontiers(states, A, rN, rG, margin=30.0).qualified  # strict: 90 > 60 + 30 fails
     assert select_frontiers(states, A, rN, rG, margin=29.9).qualified
-    assert not select_frontiers(["saturated", "saturated"], A, rN, rG).qualified  # AMB-1.4: no learnable
+    assert not select_frontiers(["saturated", "saturated"], A, rN, rG).qualified  # no learnable: not qualified
     assert not select_frontiers(states, A, rN, np.array([60.0, 95.0, 55.0, 60.0])).qualified  # not > best_N
     nan = select_frontiers(states, A, np.array([NAN, 10.0, NAN]), np.array([NAN, 95.0, 20.0, NAN]))
     assert (nan.qualified, nan.gf_index, nan.cf_index) == (True, 2, 1)  # NaN rewards never win

@@ -1,4 +1,4 @@
-"""HarnessBandit's scheduler (methods.md 2.3-2.9) against a hand-computed sequence and a plain re-derivation."""
+"""HarnessBandit's scheduler (select, learnability, observe) against a hand-computed sequence and a re-derivation."""
 
 import math
 
@@ -108,7 +108,7 @@ def test_learnability_is_the_group_mean_of_token_masked_mean_abs_advantage():
 
 
 def reference_run(draws, H, cfg):
-    """The scheduler written out once more with plain lists (methods.md 2.3 steps 6-11)."""
+    """The scheduler written out once more with plain lists (the update after each train step)."""
     Q, n, E, W = [0.0] * H, [0] * H, [None] * H, []
 
     def cos(a, b):

@@ -104,7 +104,7 @@ def test_the_method_descriptions():
     assert part_class(hb.sampler) is BanditSampler and hb.sketch is not None and hb.frozen
     assert part_class(mix.sampler) is part_class(mix2.sampler) is ArmGridSampler and mix.sketch is None and mix.frozen
     assert part_class(hb.prompts) is part_class(mix.prompts) is part_class(mix2.prompts) is ArmsGuidance
-    assert tiny("harnessbandit").advantage == "rloo"  # Dr.GRPO's leave-one-out baseline (methods.md 2.3)
+    assert tiny("harnessbandit").advantage == "rloo"  # Dr.GRPO's leave-one-out baseline (HarnessBandit, sec. 3)
     from harnessrl_jax.methods.mixture import mixture_arms
 
     assert mixture_arms(tiny("mixture"), "mixture") == arms_lib.DEFAULT_ARMS

@@ -47,7 +47,7 @@ def test_every_registered_method_describes_itself_from_the_tiny_config(name):
 
 
 def test_the_contract_paths_resolve_as_written():
-    """DESIGN names functions by dotted path: registering a method must not rebind its module's name in the
+    """The published rules are named by dotted path: registering a method must not rebind its module's name in the
     package (the registry once held `ruscarl`, `sec` and `coca` under the modules' names)."""
     import harnessrl_jax
 
@@ -205,6 +205,10 @@ def test_one_step_of_every_method(run, tmp_path, name, switch):
     stepper = stepper_for(run, config, tmp_path)
     state = build.initial_state(run)
     H0 = stepper.harness
+    seen = []  # the memory the evolver and the method's rule are handed each step
+    evolver_step, after_judge = stepper.evolver.step, stepper.parts.after_judge
+    stepper.evolver.step = lambda *a, memory, **kw: seen.append(memory) or evolver_step(*a, memory=memory, **kw)
+    stepper.parts.after_judge = lambda *a, memory, **kw: seen.append(memory) or after_judge(*a, memory=memory, **kw)
     for step in range(2):
         state, metrics, records = stepper.step(state, step)
         assert np.isfinite(metrics["train/loss"])
@@ -221,7 +225,10 @@ def test_one_step_of_every_method(run, tmp_path, name, switch):
         after, before = stepper.harness.to_dict(), H0.to_dict()
         assert records == [] and after["rubric"] == before["rubric"] and after["sampling"] == before["sampling"]
         assert after["guidance"]["fields"] == before["guidance"]["fields"]
-    assert (stepper.memory is not None) == m.memory
+    # Every run keeps its record store (the reversal rate, launch/oracle.py); without the method's memory the
+    # evolver and the parts are shown none of it.
+    assert stepper.memory.store.positions()["step"] == 1 and np.isfinite(metrics["harness/accepted_total"])
+    assert all(mem is (stepper.memory if m.memory else None) for mem in seen) and len(seen) == 4
     extra = stepper.extra()
     assert set(extra) == {"harness", "sampler", "memory", "method"}
     stepper.close()

@@ -1,5 +1,5 @@
 """RuscaRL's scaffolds against a NumPy re-derivation of its published rule: the share of criteria each rollout of a
-group is shown at each step (DESIGN.md's `scaffold_ratios` contract, checked from outside), the scaffold text, and
+group is shown at each step (`scaffold_ratios` as its docstring states it, from outside), the scaffold text, and
 the loss in the bare context with the importance correction."""
 
 import dataclasses
@@ -18,7 +18,7 @@ from harnessrl_jax.stepper import Stepper
 
 
 def reference_ratios(G, progress, x0=0.2, kappa=125.0):
-    """(G-1-i)/(G-1) * 1/(1+exp(kappa (x - x0))), G = 1: the sigmoid alone (DESIGN.md)."""
+    """(G-1-i)/(G-1) * 1/(1+exp(kappa (x - x0))), G = 1: the sigmoid alone."""
     s = 1.0 / (1.0 + np.exp(kappa * (progress - x0)))
     if G == 1:
         return np.array([s])

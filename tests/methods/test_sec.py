@@ -1,5 +1,5 @@
 """SEC's curriculum against a NumPy re-derivation of its published rule: the TD(0) values and the Boltzmann arm
-probabilities (DESIGN.md's `update_values` / `arm_probs` contracts, from outside), the arm reward of hand-made
+probabilities (`update_values` / `arm_probs` as their docstrings state them, from outside), the arm reward of hand-made
 groups (mean absolute un-normalised advantage), the draws and the importance weights."""
 
 import numpy as np
@@ -78,7 +78,7 @@ def test_draws_follow_the_boltzmann_probabilities_and_the_td_update():
             if idx.count(i) > 1:
                 assert all(j in idx for j in np.flatnonzero(arms == arms[i]))
         counts += np.bincount(arms[idx], minlength=3)
-        assert np.all(u == 1.0)  # AMB-3.14: no importance weights
+        assert np.all(u == 1.0)  # no importance weights by default
     freq = counts / counts.sum()
     assert np.abs(freq - p).max() < 0.03, (freq, p)
     # observe: the TD(0) update of the arms drawn, from their groups' un-normalised advantages

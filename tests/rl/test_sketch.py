@@ -1,4 +1,4 @@
-"""HarnessBandit's gradient sketch (rl.sketch, methods.md 2.5): its coordinates, how well its cosines track the full
+"""HarnessBandit's gradient sketch (rl.sketch): its coordinates, how well its cosines track the full
 gradients', and the sketch the sharded train step returns against the unsharded step and the plain gradient."""
 
 import re
@@ -109,7 +109,7 @@ def test_sharded_sketch_equals_the_unsharded_one(model):
 
 def test_sharded_gradients_are_gathered_at_the_coordinates_only():
     """On 8 FSDP devices the sketch compiles to local gathers and one all-reduce of d values: no all-gather of
-    any gradient leaf (methods.md 2.5's per-step cost)."""
+    any gradient leaf (the sketch's per-step cost is d values)."""
     from jax.sharding import NamedSharding, PartitionSpec
 
     from harnessrl_jax.models.sharding import partition_specs

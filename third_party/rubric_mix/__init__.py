@@ -1,4 +1,4 @@
-"""Rubric-Mix-10k (methods.md 5): one converter per public source, each turning that source's released files into
+"""Rubric-Mix-10k (HarnessRL, sec. 5.1): one converter per public source, each turning that source's released files into
 harnessrl_jax task records; `launch/build_rubric_mix.py` mixes, deduplicates and splits them.
 
     SOURCES[name].convert(folder) -> iterator of rubric.schema.Task      (domain set, id prefixed by the source)

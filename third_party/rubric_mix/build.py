@@ -1,6 +1,6 @@
-"""Mixing Rubric-Mix-10k (methods.md 5.1-5.2): per domain, the held-out split then the training sample, drawn in
-turn from each of the domain's sources (equal shares; a source that runs out leaves its share to the others,
-AMB-5.2) in an order fixed by the seed, skipping exact-duplicate prompts and near-duplicates (cosine >= threshold
+"""Mixing Rubric-Mix-10k: per domain, the held-out split then the training sample, drawn in
+turn from each of the domain's sources (equal shares; a source that runs out leaves its share to the others)
+in an order fixed by the seed, skipping exact-duplicate prompts and near-duplicates (cosine >= threshold
 under the memory's embedder) of anything already taken, so the splits are deduplicated and disjoint by
 construction. `statistics` measures the corpus against the paper's numbers."""
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from harnessrl_jax.rubric.schema import Task
 
-# The paper's composition (methods.md 5.1) and corpus statistics.
+# The paper's composition and corpus statistics.
 TRAIN_SIZES = {"medical": 3000, "science": 2000, "writing": 1200, "roleplay": 1200, "instruction_following": 1200}
 HELDOUT_PER_DOMAIN = 250
 DOMAIN_SOURCES = {
@@ -115,7 +115,7 @@ def select(pools: Mapping[str, Mapping[str, list[Task]]], *, train_sizes: Mappin
 
 
 def statistics(train: Sequence[Task], heldout: Sequence[Task]) -> dict[str, float]:
-    """The corpus numbers of methods.md 5.1 measured on a build (training tasks; held-out counts per domain)."""
+    """The paper's corpus numbers measured on a build (training tasks; held-out counts per domain)."""
     out: dict[str, float] = {"train_tasks": len(train), "heldout_tasks": len(heldout)}
     crit = [c for t in train for c in t.criteria]
     out["criteria_total"] = len(crit)

@@ -119,7 +119,7 @@ CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\
 
 
 def is_english(text: str) -> bool:
-    """No Chinese, Japanese or Korean characters (RubricHub is bilingual; AMB-5.6 keeps English)."""
+    """No Chinese, Japanese or Korean characters (RubricHub is bilingual; the mix keeps English)."""
     return not CJK.search(text)
 
 

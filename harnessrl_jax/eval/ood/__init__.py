@@ -1,5 +1,5 @@
-"""Out-of-distribution benchmarks, one per domain (methods.md 4.3), each read from the benchmark's own released
-file format at a local path (nothing downloads) and scored by the benchmark's own rule:
+"""Out-of-distribution benchmarks, one per domain, each read from the benchmark's own released file format at a
+local path (nothing downloads) and scored by the benchmark's own rule, 0-100; the aggregate is their macro mean.
 
     medqa         MedQA US 4-option JSONL              multiple-choice accuracy (extract_choice)
     gpqa          GPQA-Diamond CSV                     multiple-choice accuracy, options shuffled with a fixed seed
@@ -9,8 +9,6 @@ file format at a local path (nothing downloads) and scored by the benchmark's ow
 
     items = load("medqa", "data/medqa/test.jsonl")
     out = evaluate_ood(run, {"medqa": path, ...}, num_samples=4, seed=0, judge=None)   # eval.json's "ood" block
-
-Every benchmark scores 0-100; the OOD aggregate is the mean of the benchmark scores present (macro, methods.md 4.1).
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from harnessrl_jax.eval.ood.rolebench import rouge_l
 from harnessrl_jax.rubric.judges import OpenAIJudge
 
 BENCHMARKS = {m.NAME: m for m in (medqa, gpqa, rolebench, ifbench, writingbench)}
-# The OOD benchmark of each Rubric-Mix domain (methods.md 5.1).
+# The OOD benchmark of each Rubric-Mix domain.
 DOMAIN_BENCHMARK = {"medical": "medqa", "science": "gpqa", "writing": "writingbench", "roleplay": "rolebench",
                     "instruction_following": "ifbench"}
 
@@ -57,7 +55,7 @@ def score(name: str, responses: Sequence[Sequence[str]], items: Sequence[Item], 
 def generate(run, items: Sequence[Item], *, num_samples: int, seed: int, max_new_tokens: int | None = None,
              batch_items: int = 16) -> list[list[str]]:
     """`num_samples` responses per item from the run's engine: the item's messages under the policy's chat
-    template, the config's sampling settings (evaluation temperature = training temperature, AMB-4.1)."""
+    template, the config's sampling settings (evaluation temperature = training temperature)."""
     config = run.config
     out = []
     for b in range(0, len(items), batch_items):

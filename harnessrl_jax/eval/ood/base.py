@@ -3,7 +3,7 @@
 A benchmark module has `NAME`, `load(path, **options) -> list[Item]` (the benchmark's published file format, from a
 local path; nothing downloads) and `score(responses, items, **context) -> dict` where responses[i] holds the
 samples drawn for items[i]. `score` returns `{"score": headline 0-100, <sub-scores>, "items": n, "per_item": [...]}`;
-an item's score is the mean over its samples (methods.md 4.1).
+an item's score is the mean over its samples.
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
 """Multiple-choice benchmarks (MedQA, GPQA-Diamond): the question as a prompt, and the option letter a free-form
-answer commits to (`extract_choice`).
+answer commits to (`extract_choice`). Small chat models rarely answer with a bare letter, so it reads, in order:
 
-Small chat models rarely answer with a bare letter. They write "The answer is (C).", "**Answer: B**", "B) Warfarin",
-"I'd go with option D", or reason through every option and conclude "So, C." `extract_choice` reads, in order:
-1. the last explicit commitment: "answer is / answer: / correct option is / I choose / I'd go with / \\boxed{...}"
-   followed by a letter, or "(C) is correct / option C is the answer"; a commitment to two letters ("A or B",
-   "A and C") commits to none;
-2. a response that is only a letter ("B", "(B).", "**B**") or that opens with one as its answer ("B) Warfarin ...",
-   "B. Warfarin"), unless it goes on to list other options the same way (a restated option list is no answer);
+1. the last explicit commitment ("answer is", "answer:", "correct option is", "I choose", "I'd go with", \\boxed{},
+   "(C) is correct", "option C is the answer"); a commitment to two letters ("A or B") commits to none;
+2. a response that is only a letter ("B", "(B).", "**B**") or opens with one as its answer ("B) Warfarin ..."),
+   unless it goes on to list other options the same way (a restated option list is no answer);
 3. the option text: exactly one option's text appears in the response (when the options are given);
-4. the final standalone letter of the last line: a bracketed or bold letter ending it, or a bare one after "is",
-   "so", "therefore", ":" ("... so C."), or the only bracketed / bold letter on that line.
+4. the last line's final standalone letter: bracketed or bold and ending it, bare after "is", "so", "therefore",
+   ":", or the line's only bracketed or bold letter.
 Anything else, including a letter beyond the options, is None: unparseable counts as wrong.
 """
 
@@ -78,7 +75,7 @@ def _option_text_match(text: str, options: Sequence[str], valid: str) -> str | N
 
 def extract_choice(response: str, num_choices: int = 4, options: Sequence[str] | None = None) -> str | None:
     """The option letter (A, B, ...) a free-form answer commits to as its final answer, or None when it commits to
-    none or to several (module docstring). `options`, the option texts in letter order, enable the text match."""
+    none or to several (the order of reading is the module's). `options`, the option texts, enable the text match."""
     if not isinstance(response, str) or not 1 <= num_choices <= len(LETTERS):
         raise ValueError(f"extract_choice: need a string and 1 <= num_choices <= {len(LETTERS)}")
     valid = LETTERS[:num_choices]

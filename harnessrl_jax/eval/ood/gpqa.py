@@ -1,10 +1,8 @@
-"""GPQA-Diamond (methods.md 4.3) as multiple-choice accuracy.
+"""GPQA-Diamond as multiple-choice accuracy x 100, scored as MedQA (`choice.extract_choice`).
 
-Published format (Idavidrein/gpqa, `gpqa_diamond.csv`, 198 rows): a CSV with a header row whose columns include
-`Question`, `Correct Answer`, `Incorrect Answer 1`, `Incorrect Answer 2`, `Incorrect Answer 3` and `Record ID`
-(plus annotator and revision columns, kept out). The four options of each item are shuffled with a fixed seed, per
-item (Python's random.Random seeded by `seed` and the item's record id), so the correct option's position is
-uniform over A-D and the same on every run. Scored as MedQA: `choice.extract_choice`, accuracy x 100.
+Published format (Idavidrein/gpqa, `gpqa_diamond.csv`, 198 rows): a CSV with `Question`, `Correct Answer`,
+`Incorrect Answer 1..3` and `Record ID` (other columns kept out). Each item's four options are shuffled by
+random.Random seeded with `seed` and its record id, so the correct position is uniform and the same on every run.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
-"""IFBench (methods.md 4.3, AMB-4.5): out-of-distribution verifiable instructions, scored by this codebase's rule
-checkers under IFBench's own instruction ids and kwargs.
+"""IFBench: out-of-distribution verifiable instructions, scored by this codebase's rule checkers under IFBench's own
+instruction ids and kwargs.
 
-Published format (allenai/IFBench, `data/IFBench_test.jsonl`, 300 prompts, 58 instruction types; the IFEval
-layout): one JSON object per line, `{"key", "prompt", "instruction_id_list": [...], "kwargs": [{...}, ...]}`, one
-kwargs object per instruction. The released file stores every kwargs object under the union of all kwarg names
-(unused ones null) and integers as floats (`"N": 5.0`); both read unchanged (null kwargs are dropped, integral
-floats are integers: rubric.rules). Every record is validated at load, so a bad one fails before any generation.
-
-Scores x 100, as IFEval's evaluation computes them: prompt-level (all of a prompt's instructions followed) and
-instruction-level, strict (the response as it is) and loose (also the response without its first line, last line
-or both, each with '*' removed: rules.loose_variants). Headline: prompt-level loose (AMB-4.5).
+Published format (allenai/IFBench, `data/IFBench_test.jsonl`, 300 prompts, 58 instruction types; the IFEval layout):
+`{"key", "prompt", "instruction_id_list", "kwargs"}`; null kwargs are dropped and integral floats read as integers
+(rubric.rules); every record is validated at load. Scores x 100 as IFEval computes them: prompt and instruction
+level, strict and loose (rules.loose_variants); the headline is prompt-level loose.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""MedQA (USMLE, English, 4 options; methods.md 4.3, AMB-4.3) as multiple-choice accuracy.
+"""MedQA (USMLE, English, 4 options: the US 4-option test file) as multiple-choice accuracy x 100.
 
 Published format (jind11/MedQA, `data_clean/questions/US/4_options/phrases_no_exclude_test.jsonl`, 1,273 items): one
-JSON object per line with `question`, `options` {"A": ..., "B": ..., "C": ..., "D": ...}, `answer_idx` (the correct
-letter), `answer` (its text), `meta_info` ("step1", "step2&3") and, in the phrases files, `metamap_phrases`.
-The policy answers the question and its lettered options freely; `choice.extract_choice` reads the letter it
-commits to (the option texts enable a text match); an unparseable answer is wrong. Score: accuracy x 100.
+JSON object per line with `question`, `options` {"A": ..., "D": ...}, `answer_idx` (the correct letter), `answer`,
+`meta_info`. The policy answers freely; `choice.extract_choice` reads the letter it commits to; unparseable is wrong.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
-"""RoleBench (RoleLLM, English; methods.md 4.3, AMB-4.4) as ROUGE-L F1 against its reference responses.
+"""RoleBench (RoleLLM, English) as ROUGE-L F1 x 100 against its reference responses, as RoleBench's evaluation
+scores it (`rouge_score`'s rougeL, no stemming; the best over a record's references).
 
-Published layout (ZenMoore/RoleBench): `profiles-eng/desc.json` maps each role name to its description with its
-catchphrases; `rolebench-eng/<split>/general/test.jsonl` (general instructions answered in role: RoleLLM's CUS
-references) and `rolebench-eng/<split>/role_specific/test.jsonl` (role-specific instructions: SPE) hold one JSON
-object per line, `{"role", "question", "generated": [reference responses]}`; <split> is `role-generalization` (the
-default, AMB-4.4) or `instruction-generalization`. The policy gets the role's system prompt
-(prompts/rolebench_system.txt, filled with the role and its desc.json text) and the question.
-
-Scoring, as RoleBench's evaluation scores it: ROUGE-L F-measure from Google's `rouge_score` package
-(`RougeScorer(["rougeL"], use_stemmer=False)`: lowercased, every run of characters other than a-z and 0-9 a
-separator, no stemming), against every reference of the record, keeping the best (`score_multi`); x 100. RoleLLM's
-RAW sub-score compares with the original answers of the general instructions, which the released test files do not
-carry, so the headline is the mean of the sub-scores present (CUS and SPE); a `raw` subset file in the same
-format (`<split>/raw/test.jsonl`) adds RAW.
+Published layout (ZenMoore/RoleBench): `profiles-eng/desc.json` (role -> description), and
+`rolebench-eng/<split>/{general,role_specific}/test.jsonl` (CUS and SPE; `{"role", "question", "generated"}`), with
+<split> `role-generalization` (the default) or `instruction-generalization`. The policy gets the role's system
+prompt (prompts/rolebench_system.txt) and the question. The released files lack RAW's references, so the headline
+is the mean of the sub-scores present; a `<split>/raw/test.jsonl` in the same format adds RAW.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""WritingBench (methods.md 4.3, AMB-4.6): writing requests, each with its own five criteria scored 1-10 by the
-configured (training) judge in place of WritingBench's fine-tuned critic.
+"""WritingBench: writing requests, each with its own five criteria scored 1-10 by the configured (training) judge in
+place of WritingBench's fine-tuned critic.
 
-Published format (X-PLUG/WritingBench, `benchmark_query/benchmark_all.jsonl`): one JSON object per line with
-`index`, `domain1`, `domain2`, `query` (often with its source material inlined), optionally `lang`, and the item's
-criteria under `checklist` (`criteria` in the earlier release and the requirement subsets): each `{"name",
-"criteria_description", "1-2", "3-4", "5-6", "7-8", "9-10"}`, the last five describing the score bands.
-
-Each (response, criterion) pair is one judge call with prompts/writingbench_critic.txt (the critic's setup as
-WritingBench runs it: the query, the response, one criterion with its band descriptions, a strict integer 1-10 with
-a reason, JSON out), answered as {"reason", "score"}. A call that fails or whose score is not an integer in 1-10
-leaves that cell out (counted in `unscored`). Item = mean of its criteria's scores over its samples; benchmark =
-mean over items x 10.
+Published format (X-PLUG/WritingBench, `benchmark_query/benchmark_all.jsonl`): `index`, `domain1`, `domain2`,
+`query`, optionally `lang`, and `checklist` (or `criteria`) of `{"name", "criteria_description", "1-2", ..., "9-10"}`.
+One judge call per (response, criterion) with prompts/writingbench_critic.txt, answered {"reason", "score"}; a cell
+without an integer 1-10 is left out (`unscored`). Item = mean of its cells; benchmark = mean over items x 10.
 """
 
 from __future__ import annotations

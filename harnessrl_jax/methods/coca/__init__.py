@@ -1,26 +1,11 @@
-"""CoCA: capability-aware rubric calibration and frontier-guided on-policy self-distillation (methods.md 1).
-
+"""CoCA (arXiv 2610.38566): capability-aware rubric calibration and frontier-guided on-policy self-distillation.
 Per query, a Normal group (query only, G_N) and a Guided group (the rubric shown, G_G) from the same pre-update
-policy, both judged under the original rubric. Achievement rates (polarity-aware: a pitfall is achieved when
-avoided) put every criterion in one state:
-
-    unjudged        no valid verdict in one of the groups
-    too_hard        pN = pG = 0              -> calibration: weaken (this visit only)
-    learnable       pN = 0 < pG              -> the frontier gate
-    regressive      pG < pN - m_reg          -> counted (Guided GRPO penalises it when it runs)
-    saturated       pN = 1                   -> calibration: strengthen (this visit only)
-    discriminative  otherwise                -> Normal GRPO sees it
-
-Both groups are re-scored under the adapted rubric C~ (rN, rG). The gate (1.7): a query is qualified when it has a
-learnable criterion and a Guided response achieves all of them and beats the best Normal reward by more than
-delta_F; then the Guided Frontier teaches, in the context of the learnable criteria (and itself as a privileged
-demonstration), the Current Frontier (the best Normal response) by the top-k forward KL (rl/distill.py); otherwise
-the Guided group is trained with GRPO in its own context. Normal GRPO runs on every query:
+policy; achievement rates put each criterion in one state (`states.diagnose`); saturated and too-hard criteria are
+rewritten for this visit (`calibration`); a learnable one opens the frontier gate (`states.select_frontiers`):
 
     L = L_GRPO(Normal rows + Guided rows of unqualified queries) + lambda_D * L_OPSD(qualified queries)
 
-Modules: `states` (settings, diagnosis, the gate: pure), `calibration` (the rewrites of saturated and too-hard
-criteria), `scheme` (the step's stages); the description below registers the method.
+`scheme` runs the step's stages; the description below registers the method.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
-"""CoCA's capability-aware rubric calibration (methods.md 1.6), for one visit only: saturated criteria are made
-harder, too-hard ones easier, with the same id, polarity, points and intent; the adapted rubric C~ is discarded
-after the step.
+"""CoCA's capability-aware rubric calibration, for one visit only: saturated criteria are made harder, too-hard ones
+easier, with the same id, polarity, points and intent; the adapted rubric C~ is discarded after the step.
 
-- LLM criteria: the evolver model rewrites the text (prompts/coca_strengthen.txt, coca_weaken.txt; JSON {"text"}),
-  one call per criterion, pooled.
-- Rule criteria (`verifier:rule`; AMB-1.3, this project's extension): the rule's threshold moves to the nearest
-  value at which the Normal group's verdicts change, in the direction that makes the criterion harder or easier
-  to achieve (for a pitfall, easier to achieve = harder to trigger), provided the group is then split (some
-  responses pass, some fail: a move that flips every verdict at once would only swap a too-hard criterion for a
-  vacuous one). A rule with no threshold, or none that splits the group, stays as it is (counted `skipped`).
+- LLM criteria: the evolver model rewrites the text (prompts/coca_strengthen.txt, coca_weaken.txt; JSON {"text"}).
+- Rule criteria (`verifier:rule`): the rule's threshold moves to the nearest value at which the Normal group's
+  verdicts change, harder or easier, provided the group is then split; otherwise the rule stays (`skipped`).
 
-Every rewrite is checked against the invariants (same id, sign and points, same tags apart from a moved rule's
-kwargs, one non-empty sentence, different from the original, at most `length_factor` times its length, and a
-content word in common with it: a cheap guard on "the same target" that catches echoed placeholders); a
-violating rewrite is discarded (the original kept) and counted `invalid`; a model call with no usable answer is
-counted `failed`.
+A rewrite that breaks an invariant (same id, sign, points and tags, one sentence, changed, at most `length_factor`
+times as long, a content word in common) is discarded and counted `invalid`; a call without an answer `failed`.
 """
 
 from __future__ import annotations

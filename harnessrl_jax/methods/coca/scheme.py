@@ -8,13 +8,6 @@
     result  = scheme.train(run, state, ...)             diagnose -> calibrate (C~) -> re-judge the rewritten rows
                                                         -> gate -> advantages -> teacher top-k (theta_old) -> one
                                                         sharded step: L_GRPO + lambda_D * L_OPSD
-
-Train rows: every Normal rollout in its bare prompt, then every Guided rollout in its guided prompt (A = NaN, so
-out of the GRPO term, for qualified queries unless guided_gate='always'). The distilled rows are Normal rows (the
-Current Frontier; every Normal row with distill_on='all_normal'), or, with distill_on='guided_frontier', the
-Guided Frontier's own row re-packed after the bare prompt (its guided GRPO row is free: the query is qualified).
-The teacher sequence is the teacher prompt (the learnable criteria, the Guided Frontier as a demonstration) then
-the same completion tokens; teacher position p_T + i - 1 pairs with student position p_S + i - 1.
 """
 
 from __future__ import annotations
@@ -49,12 +42,12 @@ def criteria_block(criteria: Sequence) -> str:
 
 
 def guided_messages(task, criteria: Sequence, template: str):
-    """P_G(x, C): the rubric after the last user message (AMB-1.1)."""
+    """P_G(x, C): the rubric (with points, requirements and pitfalls apart) after the last user message."""
     return after_last_user(task.prompt, templates.fill(template, criteria=criteria_block(criteria)).strip())
 
 
 def teacher_messages(task, learnable: Sequence, demo: str | None, template: str):
-    """P_T(x, L_x, y_GF): the learnable criteria and, when given, the Guided Frontier as an example (AMB-1.6)."""
+    """P_T(x, L_x, y_GF): the learnable criteria, then the Guided Frontier as an example when given."""
     demonstration = "" if demo is None else \
         f"An example response that meets them:\n<example>\n{demo}\n</example>\n"
     return after_last_user(task.prompt, templates.fill(template, criteria=criteria_block(learnable),
@@ -241,7 +234,7 @@ class CoCAScheme(Scheme):
         rN = np.stack([rubric_reward(p, s) for p, s in zip(points, S_n)])
         rG = np.stack([rubric_reward(p, s) for p, s in zip(points, S_g)])
 
-        # --- the gate, and the advantages of each group (or pooled, AMB-1.8)
+        # --- the gate, and the advantages of each group (or pooled over both)
         gates = [select_frontiers(states[n], achievement(S_g[n], points[n]), rN[n], rG[n],
                                     margin=cfg.frontier_margin) for n in range(T)]
         qualified = np.array([g.qualified for g in gates])

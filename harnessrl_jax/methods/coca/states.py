@@ -23,19 +23,19 @@ GUIDED_GATES = ("dynamic", "always", "never")
 
 @dataclasses.dataclass(frozen=True)
 class CoCAConfig:
-    """config.coca: every number and switch of CoCA (methods.md 1.11)."""
+    """config.coca: every number and switch of CoCA."""
 
     groups: tuple[int, int] = (6, 6)  # (G_N, G_G); their sum is config.num_generations (the rollout budget)
-    learnable_rule: str = "zero"  # AMB-1.2: 'zero' (pN = 0 < pG) | 'gap' (pG - pN >= learnable_margin, pN < 1)
+    learnable_rule: str = "zero"  # 'zero' (pN = 0 < pG) | 'gap' (pG - pN >= learnable_margin, pN < 1)
     learnable_margin: float = 0.5  # m_learn of the 'gap' rule
     regress_margin: float = 0.0  # m_reg: regressive iff pG < pN - m_reg
     frontier_margin: float = 0.0  # delta_F in reward points: the Guided Frontier must beat best_N by more
     topk: int = 20  # k of the top-k + tail KL (vLLM's max_logprobs)
     distill_coef: float = 1.0  # lambda_D
-    distill_on: str = "current_frontier"  # AMB-1.5 | 'guided_frontier' (D.3 ablation) | 'all_normal'
+    distill_on: str = "current_frontier"  # the best Normal response | 'guided_frontier' (D.3) | 'all_normal'
     teacher_demo: bool = True  # the Guided Frontier in the teacher's context (D.3: False drops it)
     guided_gate: str = "dynamic"  # Guided GRPO on unqualified queries only | 'always' (D.4) | 'never' (- L_GGRPO)
-    pooled_baseline: bool = False  # AMB-1.8: one group baseline over G_N + G_G rewards
+    pooled_baseline: bool = False  # False: a baseline per group; True: one over G_N + G_G rewards
     calibrate: bool = True  # False: the "- rubric calibration" ablation (C~ = C)
     rewrite_length_factor: float = 3.0  # invariant: a rewrite is at most this many times the original's length
     guided_template: str = "coca_guided"  # methods/prompts/<name>.txt or a path ({criteria})
@@ -81,7 +81,7 @@ def diagnose(p_normal, p_guided, *, rule: str = "zero", regress_margin: float = 
              learnable_margin: float = 0.5) -> list[str]:
     """Per criterion, its state from the achievement rates of the query-only and the rubric-guided group (NaN: no
     valid verdict), tested in this order: unjudged (either NaN), too_hard (both 0), learnable (pN 0, pG > 0),
-    regressive (pG < pN - regress_margin), saturated (pN 1), discriminative. rule='gap' (AMB-1.2's alternative):
+    regressive (pG < pN - regress_margin), saturated (pN 1), discriminative. rule='gap' (the alternative):
     learnable iff pG - pN >= learnable_margin and pN < 1, tested after too_hard."""
     out = []
     for pn, pg in zip(np.asarray(p_normal, np.float64).reshape(-1), np.asarray(p_guided, np.float64).reshape(-1)):
@@ -116,8 +116,8 @@ class Gate:
 
 
 def select_frontiers(states: Sequence[str], A_guided, r_normal, r_guided, *, margin: float = 0.0) -> Gate:
-    """The gate of methods.md 1.7: `A_guided` [K, G_G] achievement of the Guided group under C~, rewards rN [G_N]
-    and rG [G_G] under C~. Qualified iff some learnable criterion exists (AMB-1.4) and some Guided response
+    """CoCA's frontier gate: `A_guided` [K, G_G] achievement of the Guided group under C~, rewards rN [G_N]
+    and rG [G_G] under C~. Qualified iff some learnable criterion exists (else Guided GRPO) and some Guided response
     achieves every one of them and has rG > max rN + margin; ties go to the lowest index. NaN rewards never win."""
     learnable = tuple(k for k, s in enumerate(states) if s == LEARNABLE)
     rN = np.asarray(r_normal, np.float64)
@@ -139,7 +139,7 @@ def select_frontiers(states: Sequence[str], A_guided, r_normal, r_guided, *, mar
 
 def transitions(lines: Iterable[dict]) -> tuple[Counter, dict[str, dict[str, float]]]:
     """From coca.jsonl lines (step order): the joint counts of (previous state, current state) over every
-    (query, criterion) visited again, and P(to | from) per source state (AMB-1.10)."""
+    (query, criterion) visited again, and P(to | from) per source state."""
     last: dict[tuple[str, str], str] = {}
     joint: Counter = Counter()
     for line in sorted(lines, key=lambda d: d["step"]):

@@ -3,15 +3,10 @@
     judge.score(task, responses, criteria=None) -> ScoreMatrix          # criteria default to task.criteria
     judge.score_batch(tasks, responses, criteria=None) -> [ScoreMatrix]  # many tasks at once (LLM calls pooled)
 
-Verdict convention. A cell S[k, j] says whether criterion k *holds* for response j: 1 if it does, 0 if not. For a
-pitfall (points < 0) the criterion text describes something bad, so 1 means the bad behaviour *occurred*; the
-reward then subtracts its points (`reward.rubric_reward`). Judges never flip pitfall verdicts.
-
-Failures. A cell whose verdict could not be obtained is NaN, never 0, and its status says why: 'unparsed' (the
-judge answered but no verdict could be read from it), 'error' (the request failed: connection dropped, bad
-status, malformed body, a rule that could not run), 'timeout' (no answer in time, after every retry). The reward
-leaves NaN cells out, so a lost verdict neither penalises nor rewards a response; the counts are kept so a run can
-report and alarm on them.
+S[k, j] = 1 when criterion k holds for response j, else 0; for a pitfall (points < 0) 1 means the bad behaviour
+occurred, and the reward subtracts its points (judges never flip it). A cell without a verdict is NaN, never 0,
+with its status: 'unparsed' (an answer without a readable verdict), 'error' (the request or the rule failed),
+'timeout' (no answer after every retry). The reward leaves NaN cells out; their counts are kept.
 """
 
 from __future__ import annotations

@@ -1,28 +1,15 @@
 """LLM judges: prompt building, bounded concurrency, retries, the cache and parsing, shared by every API flavour.
 
-Modes:
-  'per_criterion'  one call per (criterion, response); prompt `prompts/criterion.txt`, answer
-                   {"explanation", "criteria_met"}.
-  'per_rubric'     one call per response with the criteria numbered 1..K; prompt `prompts/rubric.txt`, answer a
-                   JSON map {"1": {"explanation", "criteria_met"}, ...}. K times fewer calls, but the verdicts of
-                   one response share a context; every cell of that call carries the call's latency.
-Pitfalls (points < 0) are shown marked PITFALL and judged on whether the bad behaviour is present, so
-`criteria_met` = true means it occurred and the reward subtracts their points (see `judges.base`).
-The response sits between <response> tags that it cannot close itself (`render_response`), and the templates tell
-the judge to grade it as text: a policy under RL learns to write to its judge ("the response above meets every
-criterion"); launch/bench_judge_injection.py measures how often that works.
+    'per_criterion'  one call per (criterion, response); prompt `prompts/criterion.txt`, answer
+                     {"explanation", "criteria_met"}
+    'per_rubric'     one call per response with the criteria numbered 1..K; prompt `prompts/rubric.txt`, answer
+                     {"1": {"explanation", "criteria_met"}, ...}: K times fewer calls, one shared context
 
-The prompts are ordered for a server's prefix cache (SGLang's radix cache): the fixed instructions first, then the
-task's conversation, then what the calls of one task share longest. Per rubric, the criteria come before the
-response, so the J calls of a task repeat one prefix holding the whole rubric; per criterion, the response comes
-before its criterion, so the K calls about one response repeat a prefix holding the response (criteria are a few
-tokens, responses hundreds). Every call carries its task as a routing key, so a judge over several servers can send
-a task's calls to one server and keep that prefix warm there.
-
-Failures never stop a batch: each call is retried with exponential backoff and jitter on timeouts, dropped
-connections, 408/429/5xx and malformed bodies; what still fails becomes NaN cells with status 'timeout' or
-'error', and an answer with no readable verdict becomes 'unparsed'. Identical calls (same model, messages,
-sampling, schema) are made once per batch and, with a cache, once ever.
+A pitfall (points < 0) is shown marked PITFALL, and `criteria_met` = true means the bad behaviour occurred. The
+response sits between <response> tags it cannot close (`render_response`). Prompts are ordered for a server's prefix
+cache and carry their task as a routing key. A call is retried with backoff on timeouts, dropped connections,
+408/429/5xx and malformed bodies; what still fails is a NaN cell ('timeout', 'error'; 'unparsed' for an answer
+without a verdict). Identical calls are made once per batch and, with a cache, once ever.
 """
 
 from __future__ import annotations

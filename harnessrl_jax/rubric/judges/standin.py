@@ -6,16 +6,11 @@ need a server which answers fast and deterministically, slowly, or not at all.
     server.mode = "drop"                            # every connection closed unanswered ('503': Service Unavailable)
     server.fail_after = 40                          # requests after the 40th dropped (the server dies there)
     server.stop(); server.start()                   # the port closed (connection refused), then open again
-    server.close()
 
-Verdicts follow the prompt this package's templates build (rubric/prompts, evolver/prompts, eval/prompts):
-- a criterion (or each numbered criterion of a rubric) is met when every term it quotes ('q', "buenos días")
-  occurs in the response between the <response> tags, case-insensitively; a criterion that quotes nothing is met
-  when the response's length is even (`standin_verdict`, a rule a test can recompute);
-- the hacking check answers 'not spurious', the LLM proposer 'no action', and the pairwise oracle prefers the
-  response with more letters 'q' (a tie when equal).
-Requests are recorded (`requests`, `by_prompt`), with the most in flight at once (`max_inflight`); with `api_key`
-set, a request without `Authorization: Bearer <key>` gets 401. Usage is reported as word counts.
+Verdicts follow this package's prompts: a criterion is met when every term it quotes occurs in the response,
+case-insensitively, else when the response's length is even (`standin_verdict`); the hacking check answers 'not
+spurious', the LLM proposer 'no action', the pairwise oracle prefers more letters 'q'. Requests are recorded
+(`requests`, `by_prompt`, `max_inflight`); with `api_key` set, a request without its Bearer key gets 401.
 """
 
 from __future__ import annotations

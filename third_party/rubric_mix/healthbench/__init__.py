@@ -1,8 +1,8 @@
-"""HealthBench (openai/simple-evals) -> medical tasks (methods.md 5.2; README.md beside this file).
+"""HealthBench (openai/simple-evals) -> medical tasks (README.md beside this file).
 
 The JSONL records load unchanged through rubric.schema (prompt_id, prompt messages, rubrics [{criterion, points,
 tags}], example_tags, ideal_completions_data, canary); the converter prefixes the id, sets the domain, keeps every
-tag and example tag (so a Hard-excluded build is a filter, AMB-5.3), and takes the ideal completion as the
+tag and example tag (nothing is excluded, so a Hard-excluded build is a filter), and takes the ideal completion as the
 reference (description only: training and reward never read it).
 """
 

@@ -1,4 +1,4 @@
-"""LongWriter-Zero's RL prompts (THU-KEG) -> writing tasks, with seed rubrics generated once, offline (AMB-5.7).
+"""LongWriter-Zero's RL prompts (THU-KEG) -> writing tasks, with seed rubrics generated once, offline.
 
 The release has writing prompts and no criteria. `generate_rubrics` asks the configured generator model (an LLM
 judge client: OpenAI-compatible or Anthropic) with rubric_writer.txt (RaR's format: 7-15 items, Essential /

@@ -1,8 +1,8 @@
-"""RaR-Medicine and RaR-Science (ScaleAI, "Rubrics as Rewards") -> medical / science tasks (methods.md 5.2).
+"""RaR-Medicine and RaR-Science (ScaleAI, "Rubrics as Rewards") -> medical / science tasks.
 
 Release layout (parquet shards, or the same columns as JSONL): `question`, `reference_answer`, `question_source`,
 `rubric` (a list of {title, description, weight}), `rubric_list`, `rubric_count`. Each rubric item becomes a
-criterion: its description without the "<Category> Criteria:" prefix, which moves to a `category:` tag (AMB-5.4),
+criterion: its description without the "<Category> Criteria:" prefix, which moves to a `category:` tag,
 points = weight (Essential 5, Important 3-4, Optional 1-2, Pitfall -1/-2), tags title:, source:rar,
 question_source:. The reference answer is kept as the reference (description only).
 """

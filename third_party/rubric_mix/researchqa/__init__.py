@@ -1,10 +1,10 @@
-"""ResearchQA (realliyifei/ResearchQA) -> science tasks (methods.md 5.2).
+"""ResearchQA (realliyifei/ResearchQA) -> science tasks.
 
 Release layout: JSON arrays (`full.json`, `test.json`, `valid.json`) of {id, general_domain, subdomain, field,
 query, date, rubric: [{rubric_item, type: [...], citation_metadata?}]}. Each rubric item, a yes/no question about
 the response, becomes a statement by the rule RuscaRL's converter applies ("Does the response X?" -> "The response
 X.", "Does it X?" -> "It X.", "Is there X?" -> "There is X."; otherwise the question mark becomes a full stop),
-1 point each (AMB-5.5: the items carry no weights), tags type:<t> per type and source:researchqa. Records with the
+1 point each (the items carry no weights), tags type:<t> per type and source:researchqa. Records with the
 same id in several files (full.json holds test and valid) are converted once.
 """
 

@@ -1,10 +1,10 @@
 """RubricHub_v1 (sojuL/RubricHub_v1, the RuRL files) -> medical, science, role-play and instruction-following
-tasks (methods.md 5.2; the writing slice is not in the mix: writing comes from LongWriter-Zero).
+tasks (the writing slice is not in the mix: writing comes from LongWriter-Zero).
 
 Release layout: one parquet file per domain, `RuRL/rurbichub_v1_<Domain>.parquet` (the upstream spelling), with
 columns `prompt` (chat messages), `Rubrics` (list of {criterion, points}), `reward_model` ({rubrics, ground_truth,
 ...}: the same rubrics, possibly with `tags`), `ability` and `data_source` (the domain: chat, Instruction_Following,
-Medical, Science, Writing). English records only (AMB-5.6: a record whose prompt has Chinese, Japanese or Korean
+Medical, Science, Writing). English records only (a record whose prompt has Chinese, Japanese or Korean
 characters is skipped). Points are the items' points (negative ones are penalties). In the instruction-following
 slice an item whose reward_model tags name a rule verifier with a function that is a registered checker id (or its
 `group:name` suffix) and parameters that rules.validate_kwargs accepts becomes `verifier:rule`; every other item
