@@ -128,7 +128,6 @@ def test_plan_compiles_the_sharded_step_on_fake_devices():
     ("cold_start.py", ["--config=experiments/tiny_cpu.py:method=harnessrl,tasks=harness", "--out={tmp}/no/dir.json"],
      "does not exist"),
     ("report.py", ["--workdir={tmp}/none"], "{tmp}/none"),
-    ("coca_probe.py", ["--dir={tmp}"], "--dir={tmp}: neither a run"),
 ])
 def test_launch_scripts_report_a_users_mistake_in_one_line(tmp_path, script, args, words):
     cmd = [sys.executable, os.path.join(REPO, "launch", script), *(a.format(tmp=tmp_path) for a in args)]

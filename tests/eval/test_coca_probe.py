@@ -116,6 +116,7 @@ def test_bad_directories_arms_and_steps_are_one_line_errors(tmp_path):
     with pytest.raises(UserError, match=r"--arms=coca: coca not in .* \(its arms: grpo\)"):
         coca_probe.find_runs(str(tmp_path / "cmp"), ["coca"])
     assert coca_probe.find_runs(str(tmp_path / "cmp")) == [coca_probe.ProbedRun("grpo", 0, str(run))]
-    with pytest.raises(UserError, match=r"no checkpoint under .*grpo-s0.checkpoints"):
+    with pytest.raises(UserError, match=r"no checkpoint under .*grpo-s0.checkpoints") as e:
         coca_probe.probed_steps(str(run), "all")
+    assert "\n" not in str(e.value)  # a UserError: launch/coca_probe.py prints it as one line (cli.run)
     assert coca_probe.probed_steps(str(run), "0") == [0]  # the seed policy needs none
