@@ -47,9 +47,10 @@ def append(workdir, records):
 
 
 def record(step, scale=1.0):
-    return {"step": step, "reward/mean": 12.5 * step * scale, "judge/cells": 3 * step, "critic/gate_open": step % 2 == 0,
-            "coca/frac_learnable": float("nan"), "time/step": 0.1 + step, "per_domain/Health Bench (hard)": 1.0 + step,
-            "big/count": 2**30 + step, "note": "text", "ids": [1, 2], "missing": None}
+    return {"step": step, "reward/mean": 12.5 * step * scale, "judge/cells": 3 * step,
+            "critic/gate_open": step % 2 == 0, "coca/frac_learnable": float("nan"), "time/step": 0.1 + step,
+            "per_domain/Health Bench (hard)": 1.0 + step, "big/count": 2**30 + step, "note": "text", "ids": [1, 2],
+            "missing": None}
 
 
 def test_every_number_of_metrics_jsonl_is_read_back_under_its_key_at_its_step(tmp_path):
