@@ -59,7 +59,12 @@ setup(
             "hypothesis>=6.100",
             # A real OpenAI-compatible server for the HTTP judge tests (compiles llama.cpp, ~5 minutes).
             "llama-cpp-python[server]>=0.3",
+            # config.tensorboard's writer, and TensorBoard's own reader of its events for the tests
+            "tensorboardX>=2.6",
+            "tensorboard>=2.14",
         ],
+        # config.tensorboard: metrics.jsonl's scalars as TensorBoard events (harnessrl_jax/tensorboard_log.py)
+        "tensorboard": ["tensorboardX>=2.6"],
         # Rollout and judge servers at scale (third_party/sglang/README.md); pinned, as its HTTP routes move.
         "gpu": ["sglang==0.5.23"],
     },

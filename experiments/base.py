@@ -112,4 +112,7 @@ def get_config(arg=None):
         c[key] = settings.as_dict(cls())
 
     c.report = True  # write report.html (launch/report.py) into the run directory at the end
+    # also write every metrics.jsonl scalar to <workdir>/tensorboard/ (harnessrl_jax.tensorboard_log; the
+    # `tensorboard` extra); a config key, not a train.py flag, so compare.py's runs (train.train) get it too
+    c.tensorboard = False
     return c

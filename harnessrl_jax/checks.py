@@ -15,7 +15,7 @@ from typing import Callable
 
 import httpx
 
-from harnessrl_jax import build, methods
+from harnessrl_jax import build, methods, tensorboard_log
 from harnessrl_jax.errors import ConfigError
 from harnessrl_jax.eval import ood as ood_lib
 from harnessrl_jax.memory.semantic import embedder_path, model_name
@@ -130,6 +130,8 @@ def needs(config, *, probe: Callable[[str], str | None] | None = None) -> list[s
         elif not os.path.exists(config.model_name):
             out.append(f"--config.model_name={config.model_name}: no such file or directory (a preset name, a "
                        f".gguf file or a local HF directory)")
+    if config.tensorboard and not tensorboard_log.available():
+        out.append(tensorboard_log.MISSING)
     # a section check() finds wrong is left out here: its problem is already listed
     s, _ = _typed_sections(config)
     tasks, h, m, j, e = (s.get(k) for k in ("tasks", "harness", "memory", "judge", "evolver_model"))

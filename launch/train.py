@@ -271,6 +271,11 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
     # metrics.jsonl numbers a step by the updates done after it (1-based); harness.jsonl by the step that proposed
     # its candidates (0-based).
     metrics_log = JsonlLog(os.path.join(workdir, "metrics.jsonl"), keep_through=start)
+    board = None  # TensorBoard's view of metrics.jsonl, rebuilt from its kept lines (harnessrl_jax.tensorboard_log)
+    if config.tensorboard and jax.process_index() == 0:
+        from harnessrl_jax.tensorboard_log import TensorBoardLog
+
+        board = TensorBoardLog(workdir)
     harness_log = JsonlLog(os.path.join(workdir, "harness.jsonl"), keep_through=start - 1)
     if jax.process_index() == 0:
         with open(os.path.join(workdir, "config.json"), "w") as f:
@@ -306,6 +311,8 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
             ckpt.close()
             stepper.close()
             run.close()
+            if board is not None:
+                board.close()
             raise UserError(failures.stopped_message(e, step, ckpt.directory, resume_command(workdir))) from None
         metrics["time/step"] = time.perf_counter() - start_time
         metrics["process/peak_rss_gb"] = timing.peak_rss_bytes() / 1e9
@@ -314,6 +321,8 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
 
         # --- logging
         metrics_log.write([{"step": step + 1, **metrics}])
+        if board is not None:
+            board.write({"step": step + 1, **metrics})
         harness_log.write(records)
         progress.update(step + 1, metrics)
 
@@ -333,6 +342,8 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
     run.close()
     if evaluation.every and eval_judge is not None:
         eval_judge.close()
+    if board is not None:
+        board.close()
     if jax.process_index() == 0 and config.report:
         from launch import report  # matplotlib is imported only here
 

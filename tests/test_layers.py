@@ -13,7 +13,7 @@ PACKAGE = "harnessrl_jax"
 
 # Bottom to top; a module belongs to the layer of its longest listed prefix (docs/design.md draws them).
 LAYERS = (
-    ("words and errors", ("harnessrl_jax", "errors", "words", "jsonl", "timing")),
+    ("words and errors", ("harnessrl_jax", "errors", "words", "jsonl", "timing", "tensorboard_log")),
     ("the parts", ("models", "rollout", "rl", "rubric", "harness", "memory", "evolver", "data", "toy", "failures",
                    "eval.agreement", "eval.stats", "eval.oracle", "eval.ood")),
     ("the step's stages", ("settings", "stages")),

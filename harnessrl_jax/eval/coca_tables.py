@@ -1,10 +1,13 @@
 """CoCA's tables from a run directory or a compare directory: state shares early vs late in
 training (the paper's state shifts), the state transition matrix across visits, calibration's effect on
 discrimination (Table 16 / Fig. 7), the gate (App. E.1, Table 13) and time by stage (Fig. 6). Read from each run's
-metrics.jsonl (`coca/*`, `time/*`) and coca.jsonl; rows for `eval.tables.markdown`."""
+metrics.jsonl (`coca/*`, `time/*`) and coca.jsonl; rows for `eval.tables.markdown`. launch/coca_probe.py's output
+directory reads the same (one line per checkpoint, not per step), and its coca_probe.json gives Best-of-K's rows
+(Fig. 4)."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Mapping, Sequence
 
@@ -108,4 +111,38 @@ def time_rows(runs: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["calibration_rows", "coca_runs", "gate_rows", "state_rows", "time_rows", "transition_rows"]
+def probe_summary(directory: str) -> dict[str, Any] | None:
+    """launch/coca_probe.py's coca_probe.json in `directory` (None when there is none)."""
+    path = os.path.join(directory, "coca_probe.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def best_of_k_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per arm and K from coca_probe.json: the expected best of K (macro over domains, every seed), its SD
+    over seeds, and the margin against the reference arm with its 95% interval and p counting runs
+    (eval.stats.run_level_test; n/a with fewer than two paired seeds)."""
+    ref = summary.get("reference")
+    vs = f"vs {ref} [95% CI, runs]" if ref else None
+    rows = []
+    for arm, per_k in (summary.get("best_of_k") or {}).items():
+        for r in per_k:
+            row: dict[str, Any] = {"arm": arm, "K": r["k"], "best of K": _fmt(r["macro"]), "seeds": r["seeds"],
+                                   "seed SD": _fmt(r["seed_sd"], 2)}
+            if vs and arm == ref:
+                row.update({vs: "(reference)", "p (runs)": ""})
+            elif vs and "diff" in r:
+                lo, hi = r["ci95_runs"]
+                row.update({vs: f"{_fmt(r['diff'])} [{_fmt(lo)}, {_fmt(hi)}]", "p (runs)": _fmt(r["p_runs"], 4)})
+            rows.append(row)
+    return rows
+
+
+def _fmt(x, digits: int = 1) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
+
+
+__all__ = ["best_of_k_rows", "calibration_rows", "coca_runs", "gate_rows", "probe_summary", "state_rows", "time_rows",
+           "transition_rows"]

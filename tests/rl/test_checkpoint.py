@@ -111,6 +111,7 @@ def test_resume_is_exact_through_launch_train(tmp_path, spec):
         config.loss.kl_coef = 0.01  # the reference must be the same initial policy after the restart
         config.optim.schedule = "cosine"  # the schedule must continue where it stopped
         config.checkpoint.every = 100  # only the stop and the end save
+        config.tensorboard = True  # its events must not change the run, and follow the resumed metrics.jsonl
         if harness:
             config.memory.embedder = "default"
 
@@ -139,6 +140,10 @@ def test_resume_is_exact_through_launch_train(tmp_path, spec):
 
     assert [json.loads(m)["step"] for m in metrics(resumed)] == [1, 2, 3, 4]
     assert metrics(resumed) == metrics(straight)
+    with open(os.path.join(resumed, "metrics.jsonl")) as f:  # every number of every line, at its step, once
+        numbers = [(k, row["step"]) for row in map(json.loads, f) for k, v in row.items()
+                   if k != "step" and type(v) in (int, float, bool)]
+    assert tensorboard_steps(resumed) == {k: [numbers.count((k, s)) for s in (1, 2, 3, 4)] for k, _ in numbers}
     assert harness_lines(resumed) == harness_lines(straight)
     if harness:
         assert harness_lines(straight), "the harness proposed nothing in 4 steps"
@@ -154,6 +159,20 @@ def test_resume_is_exact_through_launch_train(tmp_path, spec):
     assert int(states[0][0].step) == 4
     assert states[0][1] == states[1][1]
     assert_bitwise_equal(states[1][0], states[0][0])
+
+
+def tensorboard_steps(workdir) -> dict[str, list[int]]:
+    """{tag: how often each of steps 1..4 was written} over the run's event files, read by TensorBoard's loader."""
+    import glob
+
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+
+    seen: dict[str, list[int]] = {}
+    for path in glob.glob(os.path.join(workdir, "tensorboard", "events.out.tfevents.*")):
+        for event in LegacyEventFileLoader(path).Load():
+            for value in event.summary.value:
+                seen.setdefault(value.tag, [0] * 4)[event.step - 1] += 1
+    return seen
 
 
 def train_config_model(config):

@@ -63,6 +63,47 @@ def fitted(build, items: Sequence, budget: PromptBudget):
     return None, True
 
 
+def guided_prompts(tasks: Sequence, criteria: Sequence[Sequence], template: str,
+                   budget: PromptBudget) -> list[TaskPrompts]:
+    """P_G of each task under its rubric: the largest prefix of the rubric that fits the budget, or the bare prompt
+    (counted over budget) when none does."""
+    prompts = []
+    for task, crits in zip(tasks, criteria):
+        m, cut = fitted(lambda cs, task=task: guided_messages(task, cs, template), list(crits), budget)
+        prompts.append(TaskPrompts((tuple(task.prompt) if m is None else m,), guided=m is not None,
+                                   shortened=cut and m is not None, over_budget=m is None))
+    return prompts
+
+
+def diagnose_groups(S_normal: Sequence, S_guided: Sequence, criteria: Sequence[Sequence], config: CoCAConfig):
+    """(rates, states) per task: (pN, pG) of its two groups under its original rubric and each criterion's state."""
+    points = [np.array([c.points for c in cs], np.float64) for cs in criteria]
+    rates = [achievement_rates(sn, sg, p) for sn, sg, p in zip(S_normal, S_guided, points)]
+    states = [diagnose(pn, pg, rule=config.learnable_rule, regress_margin=config.regress_margin,
+                       learnable_margin=config.learnable_margin) for pn, pg in rates]
+    return rates, states
+
+
+def state_fractions(states: Sequence[Sequence[str]]) -> dict[str, float]:
+    """coca/frac_<state>: each state's share of the judged criteria of a step's queries."""
+    counts = Counter(s for ss in states for s in ss if s != UNJUDGED)
+    judged = sum(counts.values())
+    return {f"coca/frac_{s}": counts[s] / max(judged, 1) for s in STATES}
+
+
+def visit_line(step: int, task, criteria: Sequence, states: Sequence[str], rates, rewrites: Sequence,
+               r_normal, r_guided, r_normal_original, gate) -> dict:
+    """One query's coca.jsonl line: its states, rates, rewrites, rewards under C~ (and the Normal ones under C)
+    and its gate, keyed by criterion id."""
+    ids = [c.id for c in criteria]
+    return {"step": step, "task_id": task.id, "states": dict(zip(ids, states)),
+            "p_normal": dict(zip(ids, _floats(rates[0]))), "p_guided": dict(zip(ids, _floats(rates[1]))),
+            "rewrites": [r.to_dict() for r in rewrites],
+            "reward_normal": _floats(r_normal), "reward_guided": _floats(r_guided),
+            "reward_normal_original": _floats(r_normal_original), "qualified": gate.qualified,
+            "gf_index": gate.gf_index, "cf_index": gate.cf_index, "learnable": [ids[k] for k in gate.learnable]}
+
+
 def both_groups(judge, tasks, normal, guided, criteria):
     """((S, rewards) of the Normal groups, (S, rewards) of the Guided ones, metrics): one pooled judge call when
     the groups are the same size, one per group otherwise (its rewards are one [T, J] array per call)."""
@@ -140,13 +181,7 @@ class CoCAScheme(Scheme):
         start = time.perf_counter()
         normal = sample_groups(run, tasks, None, seed=seed, n=g_n)
         t_normal = time.perf_counter() - start
-        budget = PromptBudget(run.tokenizer, run.prompt_limit)
-        prompts = []
-        for task, crits in zip(tasks, criteria):
-            m, cut = fitted(lambda cs, task=task: guided_messages(task, cs, self.guided_template), list(crits),
-                            budget)
-            prompts.append(TaskPrompts((tuple(task.prompt) if m is None else m,), guided=m is not None,
-                                       shortened=cut and m is not None, over_budget=m is None))
+        prompts = guided_prompts(tasks, criteria, self.guided_template, PromptBudget(run.tokenizer, run.prompt_limit))
         start = time.perf_counter()
         guided = sample_groups(run, tasks, seed=seed + 1, n=g_g, prompts=prompts)
         self._timings = {"time/rollout_normal": t_normal, "time/rollout_guided": time.perf_counter() - start}
@@ -174,9 +209,7 @@ class CoCAScheme(Scheme):
         points = [np.array([c.points for c in cs], np.float64) for cs in v.criteria]
 
         # --- diagnosis on the original rubric
-        rates = [achievement_rates(sn, sg, p) for sn, sg, p in zip(v.S_normal, v.S_guided, points)]
-        states = [diagnose(pn, pg, rule=cfg.learnable_rule, regress_margin=cfg.regress_margin,
-                             learnable_margin=cfg.learnable_margin) for pn, pg in rates]
+        rates, states = diagnose_groups(v.S_normal, v.S_guided, v.criteria, cfg)
 
         # --- calibration (this visit only) and re-judging of the rewritten rows on both groups
         start = time.perf_counter()
@@ -323,9 +356,7 @@ class CoCAScheme(Scheme):
     # ------------------------------------------------------------------------------------------------ logs
 
     def _step_metrics(self, states, rewrites, v, rN, rG, gates, student_rows, teacher_info, S_n, points):
-        flat = [s for ss in states for s in ss if s != UNJUDGED]
-        counts = Counter(flat)
-        out = {f"coca/frac_{s}": counts[s] / max(len(flat), 1) for s in STATES}
+        out = state_fractions(states)
         rw = [r for rs in rewrites for r in rs]
         out["coca/rewrites_strengthen"] = float(sum(r.valid and r.direction == STRENGTHEN for r in rw))
         out["coca/rewrites_weaken"] = float(sum(r.valid and r.direction == WEAKEN for r in rw))
@@ -376,16 +407,8 @@ class CoCAScheme(Scheme):
         mode, self._append = ("a" if self._append else "w"), True
         with open(os.path.join(self.workdir, "coca.jsonl"), mode, encoding="utf-8") as f:
             for n, task in enumerate(v.tasks):
-                ids = [c.id for c in v.criteria[n]]
-                g = gates[n]
-                f.write(json.dumps({
-                    "step": step, "task_id": task.id, "states": dict(zip(ids, states[n])),
-                    "p_normal": dict(zip(ids, _floats(rates[n][0]))), "p_guided": dict(zip(ids, _floats(rates[n][1]))),
-                    "rewrites": [r.to_dict() for r in rewrites[n]],
-                    "reward_normal": _floats(rN[n]), "reward_guided": _floats(rG[n]),
-                    "reward_normal_original": _floats(v.r_normal[n]), "qualified": g.qualified,
-                    "gf_index": g.gf_index, "cf_index": g.cf_index,
-                    "learnable": [ids[k] for k in g.learnable]}) + "\n")
+                f.write(json.dumps(visit_line(step, task, v.criteria[n], states[n], rates[n], rewrites[n], rN[n],
+                                              rG[n], v.r_normal[n], gates[n])) + "\n")
 
     def metrics(self) -> dict[str, float]:
         return dict(self._metrics)
@@ -412,4 +435,5 @@ def _floats(x) -> list:
     return [None if not np.isfinite(v) else float(v) for v in np.asarray(x, np.float64).reshape(-1)]
 
 
-__all__ = ["CoCAScheme", "both_groups", "criteria_block", "guided_messages", "teacher_messages"]
+__all__ = ["CoCAScheme", "both_groups", "criteria_block", "diagnose_groups", "guided_messages", "guided_prompts",
+           "state_fractions", "teacher_messages", "visit_line"]
