@@ -5,9 +5,10 @@
 The config is checked before any model loads (harnessrl_jax.checks: each problem with the flag that fixes it).
 Writes under DIR `config.json`, `metrics.jsonl` (one line per step: metrics, time by stage, `process/peak_rss_gb`),
 `harness.jsonl` (every candidate the evolver measured), `evals.jsonl` (with config.eval.every > 0: the policy on the
-validation and test tasks at step 0, every eval.every steps and the last; harnessrl_jax.eval.cadence), `checkpoints/` (orbax; harness, sampler and memory positions
-in `extra`), `memory/`, `startup.json` (seconds from launch to training, by stage: docs/design.md, Measurements) and
-at the end `report.html`. Restarted in its workdir it resumes exactly; a damaged newest checkpoint is set aside
+validation and test tasks at step 0, every eval.every steps and the last; harnessrl_jax.eval.cadence),
+`tensorboard/` (with config.tensorboard: metrics.jsonl's numbers for TensorBoard), `checkpoints/` (orbax; harness,
+sampler and memory positions in `extra`), `memory/`, `startup.json` (seconds from launch to training, by stage:
+docs/design.md, Measurements) and at the end `report.html`. Restarted in its workdir it resumes exactly; a damaged newest checkpoint is set aside
 (--on_damaged_checkpoint), --restore_step=N resumes from N, and a server that stays down stops the run with a
 checkpoint of the last complete step and the command that resumes. Multi-host: one process per host with
 --coordinator_address=HOST:PORT --num_processes=N --process_id=i (or JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES,
