@@ -1,4 +1,4 @@
-"""CoCA's analysis tables for any run or compare directory (methods.md 1.13): the dual-group probe of each checkpoint
+"""CoCA's analysis tables for any run or compare directory: the dual-group probe of each checkpoint
 (the criterion states and their transitions, also for an arm that never ran CoCA's two groups, e.g. RaR = rubric
 GRPO) and Best-of-K on the held-out items (CoCA's Figure 4), with run-level intervals where there are seeds.
 

@@ -1,4 +1,5 @@
-"""CoCA's analyses of any run's checkpoints (methods.md 1.12-1.13), the work of launch/coca_probe.py:
+"""CoCA's analyses of any run's checkpoints (its paper's state and transition tables, Best-of-K), the work of
+launch/coca_probe.py:
 
 - the dual-group probe: per checkpoint and training task, CoCA's Normal group (bare prompt, seed s) and Guided
   group (the whole rubric shown, seed s + 1), judged under the original rubric and diagnosed into the five states by
