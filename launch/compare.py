@@ -42,6 +42,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from harnessrl_jax import cli  # noqa: E402
+from harnessrl_jax.errors import UserError  # noqa: E402
 
 config_flags.DEFINE_config_file("base_config", os.path.join(REPO, "experiments", "smollm2_cpu.py:method=harnessrl"),
                                 "Base config (experiments/*.py[:arg]); each arm's method, overrides and seed go on it.")
@@ -177,6 +178,10 @@ def main(argv):
             logging.info("  scores saved by an earlier comparison: %s", path)
             with open(path) as f:
                 record = json.load(f)
+            if "test" not in record:  # the layout before evaluation during training: kept checkpoints only
+                raise UserError(f"{path} was written by an earlier launch/compare.py (its kept checkpoints only, no "
+                                f"validation split): delete it to evaluate {workdir} again, or compare into a new "
+                                f"--out")
         else:
             train.train(config, workdir)
             if not config.eval.every:
