@@ -182,6 +182,10 @@ def main(argv):
                 raise UserError(f"{path} was written by an earlier launch/compare.py (its kept checkpoints only, no "
                                 f"validation split): delete it to evaluate {workdir} again, or compare into a new "
                                 f"--out")
+            if FLAGS.oracle and not os.path.exists(os.path.join(workdir, "oracle", "oracle.jsonl")):
+                anchors[seed] = judge_with_oracle(workdir, anchors.get(seed))  # a run compared without the oracle
+            elif os.path.exists(os.path.join(workdir, "oracle", "anchors.json")):
+                anchors.setdefault(seed, os.path.join(workdir, "oracle", "anchors.json"))
         else:
             train.train(config, workdir)
             if not config.eval.every:
