@@ -224,7 +224,7 @@ def probe_runs(runs: Sequence[ProbedRun], out: str, *, steps: str = "all", seed:
             coca = methods.settings(config, "coca")
             run = build.setup(config)
             try:
-                bok_tasks = eval_tasks(run, split, heldout)
+                bok_tasks, _ = eval_tasks(run, split, heldout)
                 tasks = run.tasks
                 if 0 < probe_tasks < len(tasks):  # the same subset for every checkpoint and arm of this seed
                     keep = np.sort(np.random.default_rng(seed).choice(len(tasks), probe_tasks, replace=False))
