@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from harnessrl_jax import build
+from harnessrl_jax.jsonl import read_objects
 from harnessrl_jax.eval import ood as ood_lib
 from harnessrl_jax.eval.evaluate import eval_tasks, evaluate, restore_policy
 from harnessrl_jax.rl.checkpoint import Checkpointer
@@ -156,18 +157,11 @@ def read_evals(workdir: str) -> dict[int, dict[str, dict[str, Any]]]:
     out: dict[int, dict[str, dict[str, Any]]] = {}
     if not os.path.exists(path):
         return out
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                x = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}, line {n}: not JSON ({e})") from None
-            for key in ("seed_rubric", "oracle"):
-                if key in x:
-                    x[key] = np.array([np.nan if v is None else v for v in x[key]], np.float64)
-            out.setdefault(int(x["step"]), {})[x["split"]] = x
+    for _, x in read_objects(path):
+        for key in ("seed_rubric", "oracle"):
+            if key in x:
+                x[key] = np.array([np.nan if v is None else v for v in x[key]], np.float64)
+        out.setdefault(int(x["step"]), {})[x["split"]] = x
     return out
 
 

@@ -68,5 +68,5 @@ def test_a_resumed_run_cuts_the_log_back_to_its_checkpoint_and_a_bad_line_is_nam
     assert evals[0]["test"]["seed_rubric"][0] == 1.0 and str(evals[0]["test"]["seed_rubric"][1]) == "nan"
     with open(tmp_path / cadence.EVALS_FILE, "a") as f:
         f.write("{not json\n")
-    with pytest.raises(ValueError, match=r"evals.jsonl, line 5: not JSON"):
+    with pytest.raises(ValueError, match=r"evals.jsonl:5: invalid JSON"):
         cadence.read_evals(str(tmp_path))
