@@ -31,7 +31,7 @@ from harnessrl_jax.rl.optim import make_optimizer
 from harnessrl_jax.rl.step import LossSettings, Trainer, TrainState
 from harnessrl_jax.rollout import JaxEngine, SGLangEngine
 from harnessrl_jax.rubric import rules
-from harnessrl_jax.rubric.judges import Judge, OpenAIJudge, RoutingJudge, RuleJudge, Unjudged
+from harnessrl_jax.rubric.judges import Judge, OpenAIJudge, RoutingJudge, RuleJudge, SGLangJudge, Unjudged
 from harnessrl_jax.rubric.judges.anthropic_judge import AnthropicJudge
 from harnessrl_jax.rubric.schema import Task, load_tasks
 from harnessrl_jax.settings import EvolverModelSection, JudgeSection, section
@@ -219,13 +219,18 @@ def initial_state(run: Run) -> TrainState:
 
 def build_judge(config) -> Judge:
     """Rule checkers for criteria tagged `verifier:rule`; config.judge.kind's judge for the others: 'openai' (an
-    OpenAI-compatible server), 'anthropic' (the Messages API) or 'rule' (none: those cells are not judged, NaN,
-    and the reward skips them). Behind config.judge's outage policy (failures.GuardedJudge: failed cells counted,
+    OpenAI-compatible server), 'sglang' (SGLang's native /generate, batched), 'anthropic' (the Messages API) or
+    'rule' (none: those cells are not judged, NaN, and the reward skips them). Behind config.judge's outage policy (failures.GuardedJudge: failed cells counted,
     a failing batch asked again after a pause, a judge that stays down stops the run)."""
     j = section(config, "judge")
-    llm = Unjudged() if j.kind == "rule" else _llm_judge(j.kind, j.base_url, j.model, j.api_key_env,
-                                                        j.structured_output, max_retries=j.max_retries,
-                                                        timeout_s=j.timeout_s, max_concurrency=j.max_concurrency)
+    client = dict(max_retries=j.max_retries, timeout_s=j.timeout_s, max_concurrency=j.max_concurrency)
+    if j.kind == "sglang":
+        llm = SGLangJudge(j.base_url, j.model, tokenizer=j.tokenizer or j.model, batch_size=j.batch_size,
+                          structured_output=j.structured_output or "json_schema", api_key_env=j.api_key_env or None,
+                          **client)
+    else:
+        llm = Unjudged() if j.kind == "rule" else _llm_judge(j.kind, j.base_url, j.model, j.api_key_env,
+                                                            j.structured_output, **client)
     return failures.GuardedJudge(RoutingJudge(llm, rule=RuleJudge()),
                                  failures.OutagePolicy(j.max_failed_fraction, j.outage_pause_s, j.outage_retries,
                                                        "--config.judge."))

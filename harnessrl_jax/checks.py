@@ -152,10 +152,14 @@ def needs(config, *, probe: Callable[[str], str | None] | None = None) -> list[s
             out.append(f"--config.memory.embedder={m.embedder}: {err}")
     if j is None or e is None or h is None:
         return out
-    if j.kind == "openai" and j.base_url:
-        why = probe(j.base_url)
+    if j.kind in ("openai", "sglang") and j.base_url:
+        why = probe(j.base_url if j.kind == "openai" else j.base_url.rstrip("/") + "/v1")
         if why:
             out.append(f"--config.judge.base_url={j.base_url}: the judge server does not answer ({why})")
+    if j.kind == "sglang" and not os.path.exists(j.tokenizer or j.model):
+        out.append(f"--config.judge.tokenizer={j.tokenizer!r}: judge.kind='sglang' renders the prompts with the "
+                   f"served model's chat template: give its directory or GGUF ({j.tokenizer or j.model!r} is no "
+                   f"such path)")
     if j.kind == "anthropic":
         env = j.api_key_env or "ANTHROPIC_API_KEY"
         if not os.environ.get(env):

@@ -229,14 +229,16 @@ class EvolverModelSection:
         _at_least(self, 1, "max_tokens")
 
 
-JUDGE_KINDS = ("rule", "openai", "anthropic")
+JUDGE_KINDS = ("rule", "openai", "sglang", "anthropic")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class JudgeSection:
     """config.judge. Criteria tagged verifier:rule always go to the rule checkers; the others go to `kind`: 'rule'
     (no LLM judge: they are dropped from the training rubric at start-up), 'openai' (an OpenAI-compatible server at
-    base_url: SGLang, vLLM, llama.cpp; several servers of one model comma-separated) or 'anthropic'. Outages: a
+    base_url: SGLang, vLLM, llama.cpp; several servers of one model comma-separated), 'sglang' (SGLang's native
+    /generate at base_url, the server's root: `batch_size` prompts a request, rendered with the chat template of
+    `tokenizer`, the served model's directory or GGUF, default `model`) or 'anthropic'. Outages: a
     batch of LLM-judged cells with more than max_failed_fraction of them unanswered is asked again after
     outage_pause_s, up to outage_retries times; a judge still down stops the run with a checkpoint. max_retries,
     timeout_s and max_concurrency are the HTTP client's own (retries of one request, its read timeout, calls in
@@ -247,6 +249,8 @@ class JudgeSection:
     model: str = ""
     api_key_env: str = ""  # the NAME of the environment variable holding the key, never the key
     structured_output: str = ""
+    tokenizer: str = ""
+    batch_size: int = 256
     max_retries: int = 3
     timeout_s: float = 60.0
     max_concurrency: int = 8
@@ -258,7 +262,7 @@ class JudgeSection:
         _one_of("kind", self.kind, JUDGE_KINDS)
         _env_name(self.api_key_env)
         _at_least(self, 0, "max_retries", "outage_pause_s", "outage_retries")
-        _at_least(self, 1, "max_concurrency")
+        _at_least(self, 1, "max_concurrency", "batch_size")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s={self.timeout_s}: must be > 0")
         if not 0.0 <= self.max_failed_fraction < 1.0:
@@ -267,7 +271,9 @@ class JudgeSection:
         if self.kind == "openai" and not self.base_url:
             missing.append("base_url is empty: judge.kind='openai' needs the server's OpenAI-compatible URL "
                            "(http://HOST:PORT/v1)")
-        if self.kind in ("openai", "anthropic") and not self.model:
+        if self.kind == "sglang" and not self.base_url:
+            missing.append("base_url is empty: judge.kind='sglang' needs the SGLang server's root (http://HOST:PORT)")
+        if self.kind in ("openai", "sglang", "anthropic") and not self.model:
             missing.append(f"model is empty: the model name the judge ({self.kind}) asks for")
         if missing:
             raise Problems(missing)
@@ -422,5 +428,5 @@ def load(spec: str):
 
 
 __all__ = ["ADVANTAGE_RUBRICS", "CheckpointSection", "LOSS_CONTEXTS", "ENV_NAME", "EvalSection", "EvolverModelSection",
-           "HarnessSection", "JUDGE_KINDS", "JudgeSection", "MemorySection", "MeshSection", "ModelSection", "RolloutSection", "SECTIONS", "TasksSection", "as_dict",
-           "load", "section", "typed"]
+           "HarnessSection", "JUDGE_KINDS", "JudgeSection", "MemorySection", "MeshSection", "ModelSection",
+           "RolloutSection", "SECTIONS", "TasksSection", "as_dict", "load", "section", "typed"]

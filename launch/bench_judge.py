@@ -2,7 +2,12 @@
 stand-in server and the local llama.cpp server.
 
     python launch/bench_judge.py [--tasks=512] [--responses=8] [--criteria=2] [--latency_s=0.05]
-        [--concurrency=8,32,128] [--llama_responses=32]
+        [--concurrency=8,32,128] [--llama_responses=32] [--ceiling] [--batch_size=256] [--batched_concurrency=1,4]
+
+The ceiling (first table): every cell judged against a stand-in that answers at once, one call per cell at each
+concurrency and batched through SGLang's native /generate (SGLangJudge), with cells/s and the ratio to the best
+per-call row of the same run: what the client alone sustains, so that a paper step (512 x 8 x 12.9 criteria, about
+52,800 cells) is bounded by the server, not the client.
 
 Stand-in (harnessrl_jax.rubric.judges.standin, `--latency_s` per answer, like a remote server): for each
 concurrency, every cell of the group is scored through OpenAIJudge (one call per criterion and distinct response),
@@ -37,6 +42,11 @@ flags.DEFINE_integer("criteria", 2, "LLM criteria per task.")
 flags.DEFINE_float("latency_s", 0.05, "The stand-in's time per answer.")
 flags.DEFINE_list("concurrency", ["8", "32", "128"], "Calls in flight (OpenAIJudge max_concurrency) to measure "
                   "against the stand-in (empty: skip it).")
+flags.DEFINE_bool("ceiling", True, "Measure the client's ceiling against a stand-in that answers at once: per call "
+                  "(at each --concurrency) and batched through SGLang's native /generate.")
+flags.DEFINE_integer("batch_size", 256, "Prompts per /generate request of the batched judge.")
+flags.DEFINE_list("batched_concurrency", ["1", "4"], "Requests in flight of the batched judge.")
+flags.DEFINE_bool("latency_rows", True, "The per-call judge against the --latency_s stand-in, with its cache rerun.")
 flags.DEFINE_integer("llama_responses", 32, "Responses of the group scored through llama.cpp (0: skip it).")
 flags.DEFINE_integer("seed", 0, "Seed of the synthetic group.")
 FLAGS = flags.FLAGS
@@ -107,6 +117,39 @@ def stand_in_rows(tasks, responses) -> list[str]:
     return rows
 
 
+def ceiling_rows(tasks, responses) -> list[str]:
+    """The client's own ceiling: a stand-in that answers at once, every cell through the per-call judge at each
+    concurrency and through SGLangJudge's batched /generate (SmolLM2's chat template), with the ratio of cells/s to
+    the best per-call row of the same run. The stand-in runs in this process, so its time is in the figures."""
+    from harnessrl_jax.models.presets import smollm2_gguf_path
+    from harnessrl_jax.models.tokenizer import Tokenizer
+    from harnessrl_jax.rubric.judges import OpenAIJudge, SGLangJudge
+    from harnessrl_jax.rubric.judges.standin import StandInServer, standin_verdict
+
+    reference = reference_of(tasks, responses, standin_verdict)
+    tokenizer = Tokenizer.from_gguf(smollm2_gguf_path())
+    measured = []
+    for concurrency in map(int, FLAGS.concurrency):
+        with StandInServer() as server, OpenAIJudge(server.base_url, "standin", max_concurrency=concurrency) as judge:
+            measured.append((f"per call (chat)    {concurrency:>5d}", score(judge, tasks, responses, reference),
+                             judge.stats, server.requests))
+        print(f"  {measured[-1][0].strip()}: {measured[-1][1][1] / measured[-1][1][0]:.0f} cells/s", flush=True)
+    for concurrency in map(int, FLAGS.batched_concurrency):
+        with StandInServer() as server, SGLangJudge(server.root_url, "standin", tokenizer=tokenizer,
+                                                     batch_size=FLAGS.batch_size,
+                                                     max_concurrency=concurrency) as judge:
+            measured.append((f"batched /generate  {concurrency:>5d}", score(judge, tasks, responses, reference),
+                             judge.stats, server.requests))
+        print(f"  {measured[-1][0].strip()}: {measured[-1][1][1] / measured[-1][1][0]:.0f} cells/s", flush=True)
+    best = max((cells / s for name, (s, cells, *_), _, _ in measured if name.startswith("per call")), default=None)
+    rows = []
+    for name, (s, cells, missing, wrong, _), stats, requests in measured:
+        ratio = f"{cells / s / best:.1f}x" if best else "-"
+        rows.append(f"{name} {cells:>7d} {stats['calls']:>6d} {requests:>8d} {s:>8.2f} {cells / s:>9.0f} "
+                    f"{missing:>6d} {wrong:>6d} {ratio:>8s}")
+    return rows
+
+
 def llama_rows(tasks, responses) -> list[str]:
     from harnessrl_jax.rubric.judges import OpenAIJudge
     from harnessrl_jax.rubric.judges.local_server import llama_server
@@ -151,10 +194,20 @@ def main(argv):
     print(f"group: {FLAGS.tasks} tasks x {FLAGS.responses} responses x {FLAGS.criteria} LLM criteria = "
           f"{FLAGS.tasks * FLAGS.responses * FLAGS.criteria} cells, per_criterion (one call per criterion and distinct "
           f"response)")
-    print(f"{'server':19s} {'conc':>5s} {'cells':>7s} {'calls':>6s} {'time_s':>8s} {'calls/s':>9s} "
-          f"{'inflight':>9s} {'lost':>6s} {'wrong':>6s} {'dup':>6s} {'cache hits':>11s} {'rerun':>6s}")
-    for row in stand_in_rows(tasks, responses):
-        print(row, flush=True)
+    if FLAGS.ceiling:
+        print(f"\nthe client's ceiling (a stand-in answering at once; batched: {FLAGS.batch_size} prompts a request; "
+              f"ratio: cells/s against the best per-call row)")
+        rows = ceiling_rows(tasks, responses)
+        print(f"{'path':18s} {'conc':>5s} {'cells':>7s} {'calls':>6s} {'requests':>8s} {'time_s':>8s} "
+              f"{'cells/s':>9s} {'lost':>6s} {'wrong':>6s} {'ratio':>8s}")
+        for row in rows:
+            print(row, flush=True)
+        print()
+    if FLAGS.latency_s >= 0 and FLAGS.concurrency and FLAGS.latency_rows:
+        print(f"{'server':19s} {'conc':>5s} {'cells':>7s} {'calls':>6s} {'time_s':>8s} {'calls/s':>9s} "
+              f"{'inflight':>9s} {'lost':>6s} {'wrong':>6s} {'dup':>6s} {'cache hits':>11s} {'rerun':>6s}")
+        for row in stand_in_rows(tasks, responses):
+            print(row, flush=True)
     if FLAGS.llama_responses:
         for row in llama_rows(tasks, responses):
             print(row, flush=True)

@@ -22,7 +22,7 @@ import torch
 from harnessrl_jax.models import forward, init_params, load_pretrained
 from harnessrl_jax.models.export import export_hf
 from harnessrl_jax.rollout import SGLangEngine, SGLangError
-from harnessrl_jax.rubric.judges import OK, OpenAIJudge
+from harnessrl_jax.rubric.judges import OK, OpenAIJudge, SGLangJudge
 from harnessrl_jax.rubric.schema import Criterion, Task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -189,6 +189,21 @@ def test_the_judge_scores_through_sglangs_openai_routes_with_the_verdict_schema(
     assert (m.status == OK).all(), m.records()
     assert np.isin(m.verdicts, (0.0, 1.0)).all()
     assert stats["requests"] == 3 and stats["input_tokens"] > 0 and stats["output_tokens"] > 0
+    # The batched judge on the native /generate: the three prompts in one request, rendered here with the served
+    # model's chat template, answered word for word as the chat route answered them (greedy, the same grammar).
+    kw = dict(structured_output="json_schema", max_tokens=40, explanation_max_chars=12, temperature=0.0,
+              timeout_s=120, max_retries=1)
+    with OpenAIJudge(f"{sglang_server.url}/v1", "smollm2", **kw) as chat, \
+            SGLangJudge(sglang_server.url, "smollm2", tokenizer=sglang_server.model_dir, **kw) as native:
+        calls = [(native._key(c.messages, c.schema), c.messages, c.schema, c.route)
+                 for c in native._calls(0, task, ["Give plenty of fluids and paracetamol; see a doctor if it lasts."],
+                                        task.criteria)]
+        batched = native.complete_distinct(calls)
+        assert native.stats["requests"] == 1
+        one_by_one = [chat.complete(messages, schema) for _, messages, schema, _ in calls]
+    assert [c.status for c in batched] == [OK] * 3
+    assert [c.text for c in batched] == [c.text for c in one_by_one]
+    assert [c.usage for c in batched] == [c.usage for c in one_by_one]
 
 
 @pytest.fixture

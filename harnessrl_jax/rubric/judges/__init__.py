@@ -4,7 +4,8 @@
     judge.score_batch(tasks, responses, criteria=None) -> list[ScoreMatrix]
 
 `RuleJudge` (criteria tagged verifier:rule), `OpenAIJudge` (any /v1/chat/completions server: SGLang, vLLM,
-llama.cpp), `AnthropicJudge`, and `RoutingJudge` (each criterion to the judge its tags name). A verdict of 1 means
+llama.cpp), `SGLangJudge` (SGLang's native /generate, many prompts a request), `AnthropicJudge`, and
+`RoutingJudge` (each criterion to the judge its tags name). A verdict of 1 means
 the criterion holds; for a pitfall (negative points) that the bad behaviour occurred, so the reward subtracts.
 `make_judge(config)` builds one from a config dict by `kind`.
 """
@@ -22,13 +23,14 @@ from harnessrl_jax.rubric.judges.openai_compat import OpenAIJudge
 from harnessrl_jax.rubric.judges.parse import Parsed, parse_rubric_verdicts, parse_verdict
 from harnessrl_jax.rubric.judges.routing import RoutingJudge
 from harnessrl_jax.rubric.judges.rule import RuleJudge
+from harnessrl_jax.rubric.judges.sglang_native import SGLangJudge
 
 
-JUDGES = {"rule": RuleJudge, "openai": OpenAIJudge, "anthropic": AnthropicJudge}
+JUDGES = {"rule": RuleJudge, "openai": OpenAIJudge, "sglang": SGLangJudge, "anthropic": AnthropicJudge}
 
 
 def make_judge(config: Mapping[str, Any]) -> Judge:
-    """A judge from a config dict: {"kind": "rule" | "openai" | "anthropic" | "routing", **its settings}.
+    """A judge from a config dict: {"kind": "rule" | "openai" | "sglang" | "anthropic" | "routing", **its settings}.
 
     For "routing": {"kind": "routing", "default": {...judge config...}, "judges": {name: {...}}, "rule": {...}}.
     """
@@ -49,7 +51,8 @@ def make_judge(config: Mapping[str, Any]) -> Judge:
 
 __all__ = [
     "AnthropicJudge", "CallFailed", "Completion", "ERROR", "FAILURES", "JUDGES", "Judge", "JudgeCache",
-    "JudgeProtocol", "LLMJudge", "MODES", "OK", "OpenAIJudge", "Parsed", "RoutingJudge", "RuleJudge", "STATUSES",
+    "JudgeProtocol", "LLMJudge", "MODES", "OK", "OpenAIJudge", "Parsed", "RoutingJudge", "RuleJudge", "SGLangJudge",
+    "STATUSES",
     "ScoreMatrix", "TIMEOUT", "UNPARSED", "Unjudged", "cache_key", "make_judge", "parse_rubric_verdicts",
     "parse_verdict", "total_failures",
 ]

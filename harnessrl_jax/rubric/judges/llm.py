@@ -280,14 +280,19 @@ class LLMJudge(Judge):
             by_key.setdefault(self._key(call.messages, call.schema), []).append(call)
         if not by_key:
             return out
-        with concurrent.futures.ThreadPoolExecutor(min(self.max_concurrency, len(by_key))) as pool:
-            futures = {pool.submit(self.complete, group[0].messages, group[0].schema, key, group[0].route): group
-                       for key, group in by_key.items()}
-            for fut in concurrent.futures.as_completed(futures):
-                completion = fut.result()
-                for n, call in enumerate(futures[fut]):
-                    self._fill(out[call.task], call, completion, reused=n > 0)
+        groups = list(by_key.values())
+        completions = self.complete_distinct([(key, g[0].messages, g[0].schema, g[0].route)
+                                              for key, g in by_key.items()])
+        for group, completion in zip(groups, completions):
+            for n, call in enumerate(group):
+                self._fill(out[call.task], call, completion, reused=n > 0)
         return out
+
+    def complete_distinct(self, calls: Sequence[tuple[str, Sequence[dict[str, str]], dict, str]]) -> list[Completion]:
+        """The completions of distinct calls (key, messages, schema, route), in order: one `complete` each, at most
+        `max_concurrency` in flight. A judge that can send many prompts in one request overrides this."""
+        with concurrent.futures.ThreadPoolExecutor(min(self.max_concurrency, len(calls))) as pool:
+            return list(pool.map(lambda c: self.complete(c[1], c[2], c[0], c[3]), calls))
 
     def _fill(self, m: ScoreMatrix, call: _Call, c: Completion, reused: bool) -> None:
         cache_hit = c.cache_hit or reused

@@ -120,12 +120,13 @@ class OpenAIJudge(LLMJudge):
         body.update(self.extra_body)
         return body
 
-    def _send(self, messages: Sequence[dict[str, str]], schema: dict) -> tuple[str, str, dict]:
+    def _post(self, path: str, body: dict) -> httpx.Response:
+        """One POST of `body` to `path` on the server this call goes to; a 200 response, else raises CallFailed."""
         url = self._server()
         with self._lock:
             self._inflight[url] += 1
         try:
-            r = self._client.post(f"{url}/chat/completions", json=self.request_body(messages, schema))
+            r = self._client.post(f"{url}{path}", json=body)
         except httpx.TimeoutException as e:
             raise CallFailed(TIMEOUT, f"no answer within {self.timeout_s:g}s ({type(e).__name__})", True) from None
         except httpx.RequestError as e:  # refused, reset, closed without a response, bad HTTP or encoding
@@ -136,6 +137,10 @@ class OpenAIJudge(LLMJudge):
         if r.status_code != 200:
             raise CallFailed(ERROR, f"HTTP {r.status_code}: {_short(r.text)}", r.status_code in RETRY_STATUS,
                              _retry_after(r))
+        return r
+
+    def _send(self, messages: Sequence[dict[str, str]], schema: dict) -> tuple[str, str, dict]:
+        r = self._post("/chat/completions", self.request_body(messages, schema))
         try:
             body = r.json()
             choice = body["choices"][0]

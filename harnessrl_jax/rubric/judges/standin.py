@@ -1,5 +1,6 @@
-"""A local stand-in of an OpenAI-compatible judge server (POST /v1/chat/completions), for tests and benchmarks that
-need a server which answers fast and deterministically, slowly, or not at all.
+"""A local stand-in of an OpenAI-compatible judge server (POST /v1/chat/completions, and SGLang's native POST
+/generate over a prompt or a list of them), for tests and benchmarks that need a server which answers fast and
+deterministically, slowly, or not at all.
 
     server = StandInServer(latency_s=0.2)           # a slow remote judge
     judge = OpenAIJudge(server.base_url, "standin")
@@ -121,6 +122,11 @@ class StandInServer:
         """The URL an OpenAIJudge takes (with /v1)."""
         return f"http://127.0.0.1:{self.port}/v1"
 
+    @property
+    def root_url(self) -> str:
+        """The URL an SGLangJudge takes (the server's root)."""
+        return f"http://127.0.0.1:{self.port}"
+
     def _handler(self):
         server = self
 
@@ -156,11 +162,15 @@ class StandInServer:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-                prompt = body["messages"][-1]["content"]
+                native = self.path.rstrip("/") == "/generate"  # SGLang's native route: a prompt or a list
+                if native:
+                    texts = body["text"] if isinstance(body["text"], list) else [body["text"]]
+                else:
+                    texts = [body["messages"][-1]["content"]]
                 with server.lock:
                     server.requests += 1
                     late = server.fail_after is not None and server.requests > server.fail_after
-                    server.by_prompt[prompt] += 1
+                    server.by_prompt.update(texts)
                     server.inflight += 1
                     server.max_inflight = max(server.max_inflight, server.inflight)
                 try:
@@ -176,6 +186,13 @@ class StandInServer:
                         return self._send(401, {"error": {"message": f"stand-in: missing or wrong API key{seen}"}})
                     if server.latency_s:
                         server._closing.wait(server.latency_s)
+                    if native:
+                        items = [{"text": json.dumps(answer(t), ensure_ascii=False),
+                                  "meta_info": {"id": str(n), "finish_reason": {"type": "stop", "matched": 0},
+                                                "prompt_tokens": len(t.split()), "completion_tokens": 8}}
+                                 for n, t in enumerate(texts)]
+                        return self._send(200, items if isinstance(body["text"], list) else items[0])
+                    prompt = texts[0]
                     content = json.dumps(answer(prompt), ensure_ascii=False)
                     self._send(200, {"id": "standin", "object": "chat.completion", "model": body.get("model", ""),
                                      "choices": [{"index": 0, "finish_reason": "stop",
