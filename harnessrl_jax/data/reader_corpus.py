@@ -1,0 +1,131 @@
+"""The synthetic instruction language of the testbed: what the reader policy is trained on (launch/train_reader.py)
+and what the default world's criteria are written against (data/worlds/build.py).
+
+A request names a topic ("tell me about bees"); an answer is one to four short sentences about it, each giving one
+of the topic's `facts` ("Bees make honey."). A topic's `extras` never appear in an unaided answer: they appear only
+when a guidance field asks for them by quoting them ('nectar'), or shows an answer that has them (a <reference>),
+which the reader then copies. Independent surface features vary across answers, so a criterion on any of them
+splits a group without saying anything about quality: a compliance claim, the topic repeated (keyword stuffing),
+an exclamation mark at the end, and the answer's length.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+import numpy as np
+
+TOPICS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # topic -> (facts, extras)
+    "bees": (("honey", "hive", "wax", "flowers"), ("nectar", "pollen")),
+    "rivers": (("water", "fish", "banks", "boats"), ("delta", "silt")),
+    "stars": (("light", "night", "sky", "heat"), ("fusion", "orbit")),
+    "trees": (("leaves", "roots", "wood", "shade"), ("resin", "rings")),
+    "bread": (("flour", "oven", "crust", "salt"), ("yeast", "dough")),
+    "ships": (("sails", "ports", "crew", "decks"), ("hull", "anchor")),
+    "clocks": (("hands", "time", "bells", "faces"), ("gears", "spring")),
+    "cats": (("fur", "paws", "milk", "naps"), ("whiskers", "purr")),
+    "rain": (("clouds", "drops", "storms", "puddles"), ("mist", "flood")),
+    "wolves": (("packs", "howls", "forest", "snow"), ("den", "prey")),
+}
+REQUESTS = ("tell me about {t}", "what about {t}?", "describe {t}")
+VERBS = ("have", "make", "need", "give")
+COMPLIANCE = "All requirements are met."
+P_COMPLIANCE, P_STUFFING, P_EXCLAIM = 0.25, 0.25, 0.3
+SENTENCES = (1, 2, 3, 4)  # uniform
+P_COPY = 0.9  # a quoted word of the guidance goes into the answer
+P_COPY_REFERENCE = 0.8  # the answer is the <reference> field's example
+
+
+def request(topic: str, k: int = 0) -> str:
+    return REQUESTS[k % len(REQUESTS)].format(t=topic)
+
+
+def _sentence(rng: np.random.Generator, subject: str, word: str) -> str:
+    return f"{subject} {VERBS[rng.integers(len(VERBS))]} {word}."
+
+
+def answer(rng: np.random.Generator, topic: str, targets: Sequence[str] = ()) -> str:
+    """One answer about `topic`: 1-4 fact sentences, each target word in a sentence of its own (kept with
+    probability P_COPY), and the surface features drawn independently."""
+    facts, _ = TOPICS[topic]
+    n = int(rng.choice(SENTENCES))
+    words = [facts[i] for i in rng.permutation(len(facts))[:n]]
+    for w in targets:
+        if rng.random() < P_COPY:
+            words.insert(int(rng.integers(len(words) + 1)), w)
+    cap = topic.capitalize()
+    sentences = [_sentence(rng, cap if i == 0 else "They", w) for i, w in enumerate(words)]
+    if rng.random() < P_STUFFING:
+        sentences.insert(0, f"{cap} {topic} {topic}.")
+    if rng.random() < P_EXCLAIM:
+        sentences[-1] = sentences[-1][:-1] + "!"
+    if rng.random() < P_COMPLIANCE:
+        sentences.append(COMPLIANCE)
+    return " ".join(sentences)
+
+
+def _pseudo_word(rng: np.random.Generator) -> str:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return "".join(letters[i] for i in rng.integers(len(letters), size=int(rng.integers(3, 8))))
+
+
+def mention(word: str) -> str:
+    """A criterion's text asking for a word, as the world writes it (the reader copies quoted words)."""
+    return f"The response mentions '{word}'."
+
+
+# Guidance in the forms the methods mount it: a <criterion> field (the rule proposer's instruction, or a quote of an
+# earlier answer), a <critique>, a scaffold listing criteria (RuscaRL, CoCA's guided prompt), a skill line.
+def _criterion_forms(w: str) -> list[str]:
+    return [f"<criterion>Mention '{w}'. (for example with the word: {w})</criterion>",
+            f"<criterion>Your answer should satisfy this: {mention(w)}</criterion>",
+            f"<critique>None of the 8 answers in the last attempt met this: {mention(w)}</critique>",
+            f"Criterion 1: {mention(w)} (worth 3 points)",
+            f"- mention: {mention(w)}"]
+
+
+_DISTRACTORS = ("The response is under 60 words.", "The response ends with '!'", "The response states that all "
+                "requirements are met.", "The response is at least 12 words.")
+
+
+def guidance(rng: np.random.Generator, targets: Sequence[str], reference: str | None = None) -> str:
+    """A guidance block asking for `targets` (each in one of the methods' forms, with criteria that ask for no word
+    among them), or showing `reference` as a <reference> field."""
+    if reference is not None:
+        return f"<reference>An answer that meets it:\n{reference}</reference>"
+    lines = [_criterion_forms(w)[rng.integers(5)] for w in targets]
+    if rng.random() < 0.5:
+        lines.insert(int(rng.integers(len(lines) + 1)),
+                     f"Criterion 2: {_DISTRACTORS[rng.integers(len(_DISTRACTORS))]} (worth 1 points)")
+    if rng.random() < 0.3:
+        lines.insert(0, "Evaluation criteria for this question:")
+    return "\n".join(lines)
+
+
+def example(rng: np.random.Generator) -> tuple[str, str]:
+    """(user message, answer) of the reader's training data: a bare request (half), a request with quoted target
+    words to copy (a topic's extras or facts, or made-up words), or one with a <reference> answer to copy."""
+    topic = list(TOPICS)[rng.integers(len(TOPICS))]
+    req = request(topic, int(rng.integers(len(REQUESTS))))
+    kind = rng.random()
+    if kind < 0.5:
+        return req, answer(rng, topic)
+    facts, extras = TOPICS[topic]
+    if kind < 0.85:
+        pool = list(extras) + list(facts)
+        targets = [pool[i] if rng.random() < 0.6 else _pseudo_word(rng)
+                   for i in rng.permutation(len(pool))[: int(rng.integers(1, 3))]]
+        return f"{req}\n\n{guidance(rng, targets)}", answer(rng, topic, targets)
+    targets = [extras[rng.integers(len(extras))] if rng.random() < 0.6 else _pseudo_word(rng)]
+    shown = answer(rng, topic, targets)
+    reply = shown if rng.random() < P_COPY_REFERENCE else answer(rng, topic)
+    return f"{req}\n\n{guidance(rng, (), shown)}", reply
+
+
+def quoted(text: str) -> list[str]:
+    """The quoted words of a text ('nectar'), as the reader is trained to copy them."""
+    return re.findall(r"'([a-z]+)'", text)
+
+
+__all__ = ["COMPLIANCE", "REQUESTS", "TOPICS", "answer", "example", "guidance", "mention", "quoted", "request"]
