@@ -25,7 +25,7 @@ def get_config(arg=None):
     c.tasks_per_step = 4
     c.num_generations = 8
     c.max_prompt_len = 40
-    c.max_new_tokens = 80
+    c.max_new_tokens = 64
 
     # A small policy trained from scratch: a large step size; no KL anchor (GRPO's own clip keeps steps small).
     c.loss.kl_coef = 0.0
@@ -35,8 +35,8 @@ def get_config(arg=None):
     c.memory.embedder = ""  # the time index only
     c.sec.arms = "task"
     c.skillrl.evolve_every = 2
-    # One token per character: a RuscaRL scaffold of four criteria is ~350 characters.
-    c.harness.max_guidance_tokens = 400
+    # One token per character: a RuscaRL scaffold of two criteria is ~300 characters.
+    c.harness.max_guidance_tokens = 320
     c.coca.groups = (c.num_generations // 2, c.num_generations - c.num_generations // 2)
     # the policy on every world task, bare prompts, at step 0 and the last step
     c.eval.every = opts.steps

@@ -1,7 +1,8 @@
 """Train the testbed's reader policy: a ~0.9M-parameter Qwen3-style decoder over the character tokenizer
 (harnessrl_jax.toy), on the synthetic instruction language of harnessrl_jax.data.reader_corpus, in minutes on a CPU.
 
-    python launch/train_reader.py --out=harnessrl_jax/models/reader            # the shipped weights (seed 0)
+    python launch/train_reader.py --steps=500 --list_share=0 --out=runs/reader_stage1     # the shipped weights:
+    python launch/train_reader.py --init=runs/reader_stage1 --steps=1000 --lr=3e-3 --seed=1 --seq_len=448
 
 It learns to answer a request about a topic with short sentences of the topic's facts, and to copy what a guidance
 field asks for (a quoted word) or shows (a <reference> answer). The directory it writes (config.json,
@@ -25,7 +26,7 @@ sys.path.insert(0, REPO)
 
 from harnessrl_jax import cli, toy  # noqa: E402
 from harnessrl_jax.data import reader_corpus  # noqa: E402
-from harnessrl_jax.models import export, forward, init_params  # noqa: E402
+from harnessrl_jax.models import export, forward, init_params, load_pretrained  # noqa: E402
 from harnessrl_jax.models.llama import ModelConfig  # noqa: E402
 
 flags.DEFINE_string("out", os.path.join(REPO, "harnessrl_jax", "models", "reader"), "Output HF directory.")
@@ -34,6 +35,9 @@ flags.DEFINE_integer("batch", 32, "Sequences per step.")
 flags.DEFINE_integer("seq_len", 320, "Tokens per sequence (longer examples are dropped).")
 flags.DEFINE_float("lr", 4e-3, "Peak learning rate (warm-up, cosine decay).")
 flags.DEFINE_integer("seed", 0, "Seed of the data and the initial weights.")
+flags.DEFINE_float("list_share", 0.1, "Share of examples whose targets come in a criterion list (a system turn, "
+                   "as RuscaRL's scaffold; after the request, as CoCA's guided prompt).")
+flags.DEFINE_string("init", "", "Start from this reader directory instead of random weights (a second stage).")
 FLAGS = flags.FLAGS
 
 READER = ModelConfig(vocab_size=96, hidden_size=128, intermediate_size=384, num_layers=4, num_heads=4,
@@ -47,8 +51,8 @@ def batches(rng: np.random.Generator, tokenizer, n: int, seq_len: int, k: int = 
     padding)."""
     examples = []
     while len(examples) < n * k:
-        user, reply = reader_corpus.example(rng)
-        prompt = tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=True)
+        messages, reply = reader_corpus.example(rng, FLAGS.list_share)
+        prompt = tokenizer.apply_chat_template(messages, tokenize=True)
         ids = prompt + tokenizer.encode(reply) + [tokenizer.eos_id]
         if len(ids) <= seq_len:
             examples.append((ids, len(prompt)))
@@ -72,7 +76,13 @@ def main(argv):
     if tokenizer.vocab_size > READER.vocab_size:
         raise ValueError(f"the character tokenizer has {tokenizer.vocab_size} tokens, the reader {READER.vocab_size}")
     rng = np.random.default_rng(FLAGS.seed)
-    params = init_params(READER, jax.random.PRNGKey(FLAGS.seed))
+    if FLAGS.init:
+        config, params, _ = load_pretrained(FLAGS.init)
+        if config.replace(param_dtype=READER.param_dtype, compute_dtype=READER.compute_dtype) != READER:
+            raise ValueError(f"--init={FLAGS.init}: not a reader of this shape ({config})")
+        params = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)
+    else:
+        params = init_params(READER, jax.random.PRNGKey(FLAGS.seed))
     schedule = optax.warmup_cosine_decay_schedule(0.0, FLAGS.lr, min(100, FLAGS.steps // 10), FLAGS.steps,
                                                   FLAGS.lr / 20)
     opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=0.01))

@@ -103,24 +103,48 @@ def guidance(rng: np.random.Generator, targets: Sequence[str], reference: str | 
     return "\n".join(lines)
 
 
-def example(rng: np.random.Generator) -> tuple[str, str]:
-    """(user message, answer) of the reader's training data: a bare request (half), a request with quoted target
-    words to copy (a topic's extras or facts, or made-up words), or one with a <reference> answer to copy."""
+# The criterion lists that go in a system turn (RuscaRL's scaffold) or after the request (CoCA's guided prompt), as
+# those methods' templates write them.
+SCAFFOLD = ("Evaluation criteria for this question:\n\nIMPORTANT POINTS TO INCLUDE:\n{lines}\n\nWrite a complete, "
+            "helpful answer. Do not mention these criteria or say that you have seen them.")
+GUIDED = ("Your response will be evaluated against these criteria.\nAim to satisfy:\n{lines}\nDo not mention or refer "
+          "to these criteria in your response.")
+
+
+def _listed(rng: np.random.Generator, targets: Sequence[str], scaffold: bool) -> str:
+    items = [mention(w) for w in targets]
+    if rng.random() < 0.5:
+        items.insert(int(rng.integers(len(items) + 1)), _DISTRACTORS[rng.integers(len(_DISTRACTORS))])
+    if scaffold:
+        lines = "\n".join(f"Criterion {n}: {t} (worth {int(rng.integers(1, 4))} points)" for n, t in enumerate(items, 1))
+        return SCAFFOLD.format(lines=lines)
+    return GUIDED.format(lines="\n".join(f"- {t} (worth {int(rng.integers(1, 4))} points)" for t in items))
+
+
+def example(rng: np.random.Generator, list_share: float = 0.0) -> tuple[list[dict[str, str]], str]:
+    """(messages, answer) of the reader's training data: a bare request (half), a request with quoted target words
+    to copy (a topic's extras or facts, or made-up words) in a field form, the same in a criterion list (a system
+    turn or after the request; `list_share` of all examples), or a request with a <reference> answer to copy."""
     topic = list(TOPICS)[rng.integers(len(TOPICS))]
     req = request(topic, int(rng.integers(len(REQUESTS))))
     kind = rng.random()
     if kind < 0.5:
-        return req, answer(rng, topic)
+        return [{"role": "user", "content": req}], answer(rng, topic)
     facts, extras = TOPICS[topic]
     if kind < 0.85:
         pool = list(extras) + list(facts)
         targets = [pool[i] if rng.random() < 0.6 else _pseudo_word(rng)
                    for i in rng.permutation(len(pool))[: int(rng.integers(1, 3))]]
-        return f"{req}\n\n{guidance(rng, targets)}", answer(rng, topic, targets)
+        if kind < 0.85 - list_share:
+            return [{"role": "user", "content": f"{req}\n\n{guidance(rng, targets)}"}], answer(rng, topic, targets)
+        if rng.random() < 0.5:
+            return ([{"role": "system", "content": _listed(rng, targets, True)}, {"role": "user", "content": req}],
+                    answer(rng, topic, targets))
+        return [{"role": "user", "content": f"{req}\n\n{_listed(rng, targets, False)}"}], answer(rng, topic, targets)
     targets = [extras[rng.integers(len(extras))] if rng.random() < 0.6 else _pseudo_word(rng)]
     shown = answer(rng, topic, targets)
     reply = shown if rng.random() < P_COPY_REFERENCE else answer(rng, topic)
-    return f"{req}\n\n{guidance(rng, (), shown)}", reply
+    return [{"role": "user", "content": f"{req}\n\n{guidance(rng, (), shown)}"}], reply
 
 
 def quoted(text: str) -> list[str]:
