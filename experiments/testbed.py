@@ -24,8 +24,8 @@ def get_config(arg=None):
 
     c.tasks_per_step = 4
     c.num_generations = 8
-    c.max_prompt_len = 40
-    c.max_new_tokens = 64
+    c.max_prompt_len = 16
+    c.max_new_tokens = 40
 
     # A small policy trained from scratch: a large step size; no KL anchor (GRPO's own clip keeps steps small).
     c.loss.kl_coef = 0.0
@@ -35,8 +35,8 @@ def get_config(arg=None):
     c.memory.embedder = ""  # the time index only
     c.sec.arms = "task"
     c.skillrl.evolve_every = 2
-    # One token per character: a RuscaRL scaffold of two criteria is ~300 characters.
-    c.harness.max_guidance_tokens = 320
+    # One token per word: a RuscaRL scaffold of a world task's four criteria is ~90 tokens.
+    c.harness.max_guidance_tokens = 112
     c.coca.groups = (c.num_generations // 2, c.num_generations - c.num_generations // 2)
     # the policy on every world task, bare prompts, at step 0 and the last step
     c.eval.every = opts.steps

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import gc
 import json
+import logging as std_logging
 import os
 import sys
 import time
@@ -54,6 +55,9 @@ def main(argv):
     from harnessrl_jax.eval import tables, testbed
     from harnessrl_jax.eval.comparison import apply_overrides, check_locked, parse_arm
 
+    train.use_compilation_cache(cli.compilation_cache_dir())  # every run after the first of a shape loads it
+    logging.get_absl_handler().python_handler.addFilter(  # orbax logs every file it writes at INFO
+        lambda r: r.levelno >= std_logging.WARNING or f"{os.sep}orbax{os.sep}" not in r.pathname)
     world_path = FLAGS.world or DEFAULT_WORLD
     world = load_world(world_path)
     base = testbed_config.get_config(f"world={world_path},steps={FLAGS.steps}")

@@ -1,8 +1,8 @@
-"""Train the testbed's reader policy: a ~0.9M-parameter Qwen3-style decoder over the character tokenizer
-(harnessrl_jax.toy), on the synthetic instruction language of harnessrl_jax.data.reader_corpus, in minutes on a CPU.
+"""Train the testbed's reader policy: a ~0.9M-parameter Qwen3-style decoder over a word-level tokenizer
+(reader_corpus.reader_tokenizer), on the synthetic instruction language of harnessrl_jax.data.reader_corpus, in
+minutes on a CPU.
 
-    python launch/train_reader.py --steps=500 --list_share=0 --out=runs/reader_stage1     # the shipped weights:
-    python launch/train_reader.py --init=runs/reader_stage1 --steps=1000 --lr=3e-3 --seed=1 --seq_len=448
+    python launch/train_reader.py                  # the shipped weights (harnessrl_jax/models/reader, seed 0)
 
 It learns to answer a request about a topic with short sentences of the topic's facts, and to copy what a guidance
 field asks for (a quoted word) or shows (a <reference> answer). The directory it writes (config.json,
@@ -24,30 +24,30 @@ from absl import flags, logging
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from harnessrl_jax import cli, toy  # noqa: E402
+from harnessrl_jax import cli  # noqa: E402
 from harnessrl_jax.data import reader_corpus  # noqa: E402
 from harnessrl_jax.models import export, forward, init_params, load_pretrained  # noqa: E402
 from harnessrl_jax.models.llama import ModelConfig  # noqa: E402
 
 flags.DEFINE_string("out", os.path.join(REPO, "harnessrl_jax", "models", "reader"), "Output HF directory.")
-flags.DEFINE_integer("steps", 500, "Optimiser steps.")
-flags.DEFINE_integer("batch", 32, "Sequences per step.")
-flags.DEFINE_integer("seq_len", 320, "Tokens per sequence (longer examples are dropped).")
-flags.DEFINE_float("lr", 4e-3, "Peak learning rate (warm-up, cosine decay).")
+flags.DEFINE_integer("steps", 1200, "Optimiser steps.")
+flags.DEFINE_integer("batch", 64, "Sequences per step.")
+flags.DEFINE_integer("seq_len", 128, "Tokens per sequence (longer examples are dropped).")
+flags.DEFINE_float("lr", 3e-3, "Peak learning rate (warm-up, cosine decay).")
 flags.DEFINE_integer("seed", 0, "Seed of the data and the initial weights.")
 flags.DEFINE_float("list_share", 0.1, "Share of examples whose targets come in a criterion list (a system turn, "
                    "as RuscaRL's scaffold; after the request, as CoCA's guided prompt).")
 flags.DEFINE_string("init", "", "Start from this reader directory instead of random weights (a second stage).")
 FLAGS = flags.FLAGS
 
-READER = ModelConfig(vocab_size=96, hidden_size=128, intermediate_size=384, num_layers=4, num_heads=4,
+READER = ModelConfig(vocab_size=672, hidden_size=128, intermediate_size=384, num_layers=4, num_heads=4,
                      num_kv_heads=4, head_dim=32, rope_theta=10000.0, rms_norm_eps=1e-6,
                      max_position_embeddings=1024, tie_embeddings=True, qk_norm=True, model_type="qwen3")
 
 
 def batches(rng: np.random.Generator, tokenizer, n: int, seq_len: int, k: int = 8):
     """k batches of token ids [n, L] of chat-rendered examples and their loss masks (the answer and its end token):
-    k * n examples sorted by length, each batch padded to a multiple of 64 tokens (a few compiled shapes, little
+    k * n examples sorted by length, each batch padded to a multiple of 32 tokens (a few compiled shapes, little
     padding)."""
     examples = []
     while len(examples) < n * k:
@@ -60,7 +60,7 @@ def batches(rng: np.random.Generator, tokenizer, n: int, seq_len: int, k: int = 
     out = []
     for b in range(k):
         chunk = examples[b * n:(b + 1) * n]
-        width = min(seq_len, -(-max(len(ids) for ids, _ in chunk) // 64) * 64)
+        width = min(seq_len, -(-max(len(ids) for ids, _ in chunk) // 32) * 32)
         tokens = np.full((n, width), tokenizer.pad_id, np.int32)
         mask = np.zeros((n, width), np.float32)
         for i, (ids, start) in enumerate(chunk):
@@ -72,9 +72,9 @@ def batches(rng: np.random.Generator, tokenizer, n: int, seq_len: int, k: int = 
 
 def main(argv):
     del argv
-    tokenizer = toy.char_tokenizer()
+    tokenizer = reader_corpus.reader_tokenizer()
     if tokenizer.vocab_size > READER.vocab_size:
-        raise ValueError(f"the character tokenizer has {tokenizer.vocab_size} tokens, the reader {READER.vocab_size}")
+        raise ValueError(f"the reader tokenizer has {tokenizer.vocab_size} tokens, the model {READER.vocab_size}")
     rng = np.random.default_rng(FLAGS.seed)
     if FLAGS.init:
         config, params, _ = load_pretrained(FLAGS.init)

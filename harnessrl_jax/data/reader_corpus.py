@@ -11,10 +11,16 @@ an exclamation mark at the end, and the answer's length.
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
+import tokenizers
+from tokenizers import AddedToken, decoders, models, pre_tokenizers
+
+from harnessrl_jax.models.tokenizer import Tokenizer
+from harnessrl_jax.toy import CHAT_TEMPLATE, SPECIAL
 
 TOPICS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # topic -> (facts, extras)
     "bees": (("honey", "hive", "wax", "flowers"), ("nectar", "pollen")),
@@ -35,6 +41,7 @@ P_COMPLIANCE, P_STUFFING, P_EXCLAIM = 0.25, 0.25, 0.3
 SENTENCES = (1, 2, 3, 4)  # uniform
 P_COPY = 0.9  # a quoted word of the guidance goes into the answer
 P_COPY_REFERENCE = 0.8  # the answer is the <reference> field's example
+P_PSEUDO = 0.25  # a target word is made up (spelt in characters: copying it needs real copying)
 
 
 def request(topic: str, k: int = 0) -> str:
@@ -133,7 +140,7 @@ def example(rng: np.random.Generator, list_share: float = 0.0) -> tuple[list[dic
     facts, extras = TOPICS[topic]
     if kind < 0.85:
         pool = list(extras) + list(facts)
-        targets = [pool[i] if rng.random() < 0.6 else _pseudo_word(rng)
+        targets = [pool[i] if rng.random() >= P_PSEUDO else _pseudo_word(rng)
                    for i in rng.permutation(len(pool))[: int(rng.integers(1, 3))]]
         if kind < 0.85 - list_share:
             return [{"role": "user", "content": f"{req}\n\n{guidance(rng, targets)}"}], answer(rng, topic, targets)
@@ -141,10 +148,45 @@ def example(rng: np.random.Generator, list_share: float = 0.0) -> tuple[list[dic
             return ([{"role": "system", "content": _listed(rng, targets, True)}, {"role": "user", "content": req}],
                     answer(rng, topic, targets))
         return [{"role": "user", "content": f"{req}\n\n{_listed(rng, targets, False)}"}], answer(rng, topic, targets)
-    targets = [extras[rng.integers(len(extras))] if rng.random() < 0.6 else _pseudo_word(rng)]
+    targets = [extras[rng.integers(len(extras))] if rng.random() >= P_PSEUDO else _pseudo_word(rng)]
     shown = answer(rng, topic, targets)
     reply = shown if rng.random() < P_COPY_REFERENCE else answer(rng, topic)
     return [{"role": "user", "content": f"{req}\n\n{guidance(rng, (), shown)}"}], reply
+
+
+# The words of the methods' guidance texts (fields, critiques, scaffolds, CoCA's prompt) that are not in their
+# prompt files: kept whole in the reader's vocabulary so guidance stays short.
+GUIDANCE_WORDS = ("Mention for example with the word words Your answer should satisfy this An that meets it does not "
+                  "None All of answers in last attempt met did which costs points Their lengths were earlier got "
+                  "right said Avoid Do Criterion worth penalty The response mentions states all requirements are "
+                  "is under at least long ends an exclamation mark names three times Aim to satisfy")
+_PROMPTS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "methods", "prompts")
+_SPLIT = re.compile(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]")
+
+
+def corpus_words(texts: Iterable[str]) -> set[str]:
+    return {w for t in texts for w in _SPLIT.findall(t)}
+
+
+def reader_tokenizer() -> Tokenizer:
+    """A word-level tokenizer for the reader: every word of the corpus's vocabulary and templates, of the methods'
+    prompt files and of GUIDANCE_WORDS is one token; any other word is spelt in single characters (WordPiece's
+    '##' continuations), so a made-up word or a new world's word still reads and writes; the chat tokens of toy."""
+    texts = [GUIDANCE_WORDS, COMPLIANCE, SCAFFOLD, GUIDED, " ".join(VERBS), "They", mention("x"),
+             " ".join(_DISTRACTORS), " ".join(_criterion_forms("x")), guidance(np.random.default_rng(0), (), "x")]
+    texts += [request(t, k) for t in TOPICS for k in range(len(REQUESTS))]
+    texts += [" ".join((t, t.capitalize()) + facts + extras) for t, (facts, extras) in TOPICS.items()]
+    for name in sorted(os.listdir(_PROMPTS)):
+        with open(os.path.join(_PROMPTS, name), encoding="utf-8") as f:
+            texts.append(f.read())
+    chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    words = sorted(corpus_words(texts) | set(chars)) + [f"##{c}" for c in chars]
+    vocab = {t: i for i, t in enumerate(SPECIAL + ("[UNK]",) + tuple(words))}
+    backend = tokenizers.Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=64))
+    backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    backend.decoder = decoders.WordPiece(prefix="##", cleanup=True)
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL])
+    return Tokenizer(backend, eos_token="<|end|>", pad_token="<|pad|>", chat_template=CHAT_TEMPLATE)
 
 
 def quoted(text: str) -> list[str]:
@@ -152,4 +194,5 @@ def quoted(text: str) -> list[str]:
     return re.findall(r"'([a-z]+)'", text)
 
 
-__all__ = ["COMPLIANCE", "REQUESTS", "TOPICS", "answer", "example", "guidance", "mention", "quoted", "request"]
+__all__ = ["COMPLIANCE", "REQUESTS", "TOPICS", "answer", "example", "guidance", "mention", "quoted", "reader_tokenizer",
+           "request"]
