@@ -14,7 +14,7 @@ from harnessrl_jax import methods
 
 
 def get_config(arg=None):
-    opts = base.parse_arg(arg, method="grpo", ablation="", world="", steps=24)
+    opts = base.parse_arg(arg, method="grpo", ablation="", world="", steps=12)
     c = base.get_config()
     c.method = opts.method
     c.total_steps = opts.steps

@@ -38,7 +38,7 @@ ARMS = ("grpo", "harnessrl", "harnessrl_no_critic", "harnessrl_no_critic_no_memo
 flags.DEFINE_string("world", "", "A world file (harnessrl_jax.data.world; default: the shipped default world).")
 flags.DEFINE_string("out", "runs/testbed", "Directory of the runs and testbed.json.")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds; every arm runs each.")
-flags.DEFINE_integer("steps", 24, "Training steps of every run.")
+flags.DEFINE_integer("steps", 12, "Training steps of every run (12: the budget docs/testbed.md measured).")
 flags.DEFINE_multi_string("arm", [], f"An arm (launch/compare.py's form); default: {', '.join(ARMS)}.")
 flags.DEFINE_string("reference", "grpo", "The arm every interval is taken against.")
 flags.DEFINE_integer("bootstrap", 10_000, "Resamples of the run-level intervals.")
