@@ -7,7 +7,7 @@ setup(
     version="0.1.0",
     description="Pure-JAX rubric-based RL with a co-evolving training harness.",
     packages=find_packages(include=["harnessrl_jax", "harnessrl_jax.*"]),
-    package_data={"harnessrl_jax": ["**/*.txt", "**/*.jsonl", "**/*.json"]},
+    package_data={"harnessrl_jax": ["**/*.txt", "**/*.jsonl", "**/*.json", "**/*.safetensors"]},
     python_requires=">=3.10",
     install_requires=[
         "jax>=0.6",

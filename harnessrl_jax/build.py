@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from harnessrl_jax import data, failures, methods, toy
+from harnessrl_jax.data.world import DEFAULT_WORLD, load_world
 from harnessrl_jax.harness.render import render_prompt
 from harnessrl_jax.models import init_params, load_pretrained, preset_config
 from harnessrl_jax.models.llama import ModelConfig, Params
@@ -48,8 +49,19 @@ def _tiny_model(config) -> tuple[ModelConfig, Params, Any]:
     return model_config, params, tokenizer
 
 
+READER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "reader")
+
+
+def _reader_model(config) -> tuple[ModelConfig, Params, Any]:
+    """The testbed's guidance-reading policy (launch/train_reader.py wrote it; docs/testbed.md)."""
+    if not os.path.isfile(os.path.join(READER_DIR, "config.json")):
+        raise ValueError(f"model_name='reader': {READER_DIR} has no config.json; python launch/train_reader.py "
+                         f"writes it")
+    return load_pretrained(READER_DIR, **section(config, "model").overrides())
+
+
 # model_name -> (config -> (model config, params, tokenizer)); any other name goes to load_pretrained.
-MODELS: dict[str, Callable] = {"tiny": _tiny_model}
+MODELS: dict[str, Callable] = {"tiny": _tiny_model, "reader": _reader_model}
 
 # tasks.source -> (config.tasks -> tasks).
 TASK_SOURCES: dict[str, Callable[[Any], list[Task]]] = {
@@ -57,6 +69,8 @@ TASK_SOURCES: dict[str, Callable[[Any], list[Task]]] = {
     "jsonl": lambda t: load_tasks(t.path),
     "toy": lambda t: toy.letter_tasks(t.letters, tuple(t.thresholds)),
     "toy_harness": lambda t: toy.harness_tasks(),  # tasks that exercise every evolver path on a random model (tests)
+    # a planted-failure world (data.world; the planted labels stay with the analysis): tasks.path, else the default
+    "world": lambda t: list(load_world(t.path or DEFAULT_WORLD).tasks),
 }
 
 
@@ -269,6 +283,6 @@ def evolver_url(e: EvolverModelSection, j: JudgeSection) -> str:
     return e.base_url or (j.base_url if j.kind == "openai" else "")
 
 
-__all__ = ["MODELS", "TASK_SOURCES", "build_engine", "build_evolver_client", "build_judge", "build_model",
+__all__ = ["MODELS", "READER_DIR", "TASK_SOURCES", "build_engine", "build_evolver_client", "build_judge", "build_model",
            "build_tasks", "evolver_url", "guidance_budget", "initial_state", "loss_settings", "make_trainer",
            "setup", "training_tasks", "within_prompt_budget"]

@@ -1,0 +1,310 @@
+"""The testbed's measurements of a run against its world's planted labels (docs/testbed.md), and the comparison's
+tables: per arm the reward and oracle curves, the pair classes, the share of each planted class still failing at the
+end, the attributor's precision and recall per planted class, the reversal rate and the final oracle score.
+
+    out = run_outcome(workdir, world)      # one run: curves, planted shares, attributor counts, final oracle
+    table = compare_outcomes({arm: [outcome per seed]}, reference="grpo")
+    print(render(table))
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from harnessrl_jax.data.world import World
+from harnessrl_jax.eval import cadence, stats, tables
+from harnessrl_jax.memory.store import RecordStore
+from harnessrl_jax.rubric import rules
+from harnessrl_jax.rubric.schema import Criterion
+
+FAILURES = ("blind", "saturated", "spurious")  # the planted classes a method exists to fix
+CLASSES = FAILURES + ("agree",)
+
+
+def _met(c: Criterion, responses: Sequence[str]) -> np.ndarray:
+    return np.array([rules.check(c.rule_id, c.rule_kwargs, r) for r in responses], bool)
+
+
+def still_failing(planted: str, criterion: Criterion, responses: Sequence[str], kept: bool) -> bool:
+    """Whether a planted criterion still fails at the end, from the task's last draw (its responses, and `kept`:
+    the criterion is still in the task's rubric with its world wording). blind: no response meets it (judged by
+    its own rule, whatever the rubric became); saturated: every response meets it and it is still kept (a reward
+    term that cannot separate); spurious: it is still kept and some response meets it (it still pays the surface
+    feature); agree: it was rewritten or removed (a working criterion lost)."""
+    met = _met(criterion, responses)
+    if planted == "blind":
+        return not met.any()
+    if planted == "saturated":
+        return kept and bool(met.all())
+    if planted == "spurious":
+        return kept and bool(met.any())
+    if planted == "agree":
+        return not kept
+    raise ValueError(f"planted class {planted!r}: expected one of {CLASSES}")
+
+
+def _last_draws(store: RecordStore) -> dict[str, Any]:
+    last: dict[str, Any] = {}
+    for r in store.draws():
+        if r.task_id not in last or r.step >= last[r.task_id].step:
+            last[r.task_id] = r
+    return last
+
+
+def planted_outcomes(store: RecordStore, world: World) -> dict[str, Any]:
+    """Per planted criterion whether it still fails at the end (`failing`: {class: {task/criterion: 0|1}}), and the
+    attributor's labels against the planted ones over every draw (`labels`: {planted class: {label: count}}),
+    counting draws whose rubric still holds the criterion in its world wording."""
+    last = _last_draws(store)
+    failing: dict[str, dict[str, int]] = {c: {} for c in CLASSES}
+    for task in world.tasks:
+        r = last.get(task.id)
+        if r is None:
+            continue
+        wording = dict(zip(r.criterion_ids, r.criterion_texts))
+        for c in task.criteria:
+            cls = world.planted[(task.id, c.id)]
+            failing[cls][c.id] = int(still_failing(cls, c, r.responses, wording.get(c.id) == c.text))
+    labels: dict[str, dict[str, int]] = {c: {} for c in CLASSES}
+    texts = {(t.id, c.id): c.text for t in world.tasks for c in t.criteria}
+    for r in store.draws():
+        for cid, text in zip(r.criterion_ids, r.criterion_texts):
+            cls = world.class_of(r.task_id, cid)
+            if cls is None or texts[(r.task_id, cid)] != text:
+                continue
+            label = r.labels.get(cid, "agree")
+            labels[cls][label] = labels[cls].get(label, 0) + 1
+    return {"failing": failing, "labels": labels}
+
+
+def precision_recall(labels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, float]]:
+    """Per failure class the attributor's precision (of the draws it labelled so, the share planted so) and recall
+    (of the draws planted so, the share it labelled so); NaN where nothing is counted."""
+    out = {}
+    for cls in FAILURES:
+        tp = labels.get(cls, {}).get(cls, 0)
+        predicted = sum(labels.get(p, {}).get(cls, 0) for p in CLASSES)
+        actual = sum(labels.get(cls, {}).values())
+        out[cls] = {"precision": tp / predicted if predicted else math.nan,
+                    "recall": tp / actual if actual else math.nan, "labelled": predicted, "planted": actual}
+    return out
+
+
+def run_outcome(workdir: str, world: World) -> dict[str, Any]:
+    """One run's testbed record: its curves (reward/mean and the oracle's score per step), tables.run_stats, the
+    planted outcomes and the final evaluation's oracle score per world task (bare prompts, every split)."""
+    metrics = tables.read_jsonl(os.path.join(workdir, "metrics.jsonl"))
+    curves = {"step": [int(m["step"]) for m in metrics],
+              "reward": [float(m.get(tables.KEYS["reward"], math.nan)) for m in metrics],
+              "oracle": [float(m.get(tables.KEYS["oracle_score"], math.nan)) for m in metrics]}
+    store = RecordStore(os.path.join(workdir, "memory", RecordStore.FILE))
+    try:
+        planted = planted_outcomes(store, world)
+    finally:
+        store.close()
+    evals = cadence.read_evals(workdir)
+    final: dict[str, float] = {}
+    if evals:
+        for line in evals[max(evals)].values():
+            if "oracle" in line:
+                final.update({t: float(o) for t, o in zip(line["task_ids"], line["oracle"])})
+    run = tables.run_stats(workdir)
+    k = max(1, len(metrics) // 3)
+    end_classes = {c: float(np.nanmean([m.get(f"taxonomy/frac_{c}", math.nan) for m in metrics[-k:]]))
+                   if metrics else math.nan for c in CLASSES}
+    keep = ("reward_first", "reward_last", "oracle_first", "oracle_last", "oracle_agreement", "pair_agree",
+            "pair_reward_tie_blind", "pair_reward_tie_saturated", "pair_wrong_direction", "pair_oracle_tie",
+            "reversal_rate", "accepted", "measured")
+    return {"curves": curves, "stats": {k: run.get(k, math.nan) for k in keep}, "end_classes": end_classes, **planted,
+            "final_oracle": {t.id: final.get(t.id, math.nan) for t in world.tasks}}
+
+
+def _grid(outcomes: Sequence[Mapping[str, Any]], get) -> np.ndarray:
+    """[items, seeds] from each seed's {item: value}."""
+    items = sorted(get(outcomes[0]))
+    return np.array([[get(o)[i] for o in outcomes] for i in items], np.float64)
+
+
+def compare_outcomes(runs: Mapping[str, Sequence[Mapping[str, Any]]], reference: str = "grpo", *,
+                     n: int = 10_000) -> dict[str, Any]:
+    """Per arm (its seeds' run_outcome records, seeds in the same order in every arm): the mean curves, the mean
+    statistics, the planted shares still failing, the attributor's precision/recall (draws pooled over seeds) and
+    the final oracle score, each share and the final score with its run-level interval against `reference`
+    (eval.stats.run_level_test: items the planted criteria or the tasks, columns the seeds)."""
+    out: dict[str, Any] = {"reference": reference, "arms": {}}
+    ref = runs[reference]
+    for arm, outcomes in runs.items():
+        row: dict[str, Any] = {"seeds": len(outcomes)}
+        steps = outcomes[0]["curves"]["step"]
+        for key in ("reward", "oracle"):
+            row[key] = {"step": steps, "mean": np.nanmean([o["curves"][key] for o in outcomes], 0).tolist()}
+        row["stats_seeds"] = {k: [float(o["stats"][k]) for o in outcomes] for k in outcomes[0]["stats"]}
+        row["stats_seeds"].update({f"end_{c}": [o["end_classes"][c] for o in outcomes] for c in CLASSES})
+        row["stats"] = {k: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan
+                        for k, v in row["stats_seeds"].items()}
+        for cls in CLASSES:
+            grid = _grid(outcomes, lambda o, c=cls: o["failing"][c])
+            entry = {"share": float(grid.mean()) if grid.size else math.nan}
+            if arm != reference and grid.size:
+                d, lo, hi, p = stats.run_level_test(_grid(ref, lambda o, c=cls: o["failing"][c]), grid, n=n)
+                entry.update(diff=d, low=lo, high=hi, p=p)
+            row[f"failing_{cls}"] = entry
+        pooled: dict[str, dict[str, int]] = {c: {} for c in CLASSES}
+        for o in outcomes:
+            for cls, counts in o["labels"].items():
+                for label, k in counts.items():
+                    pooled[cls][label] = pooled[cls].get(label, 0) + k
+        row["attributor"] = precision_recall(pooled)
+        grid = _grid(outcomes, lambda o: o["final_oracle"])
+        per_seed = np.nanmean(grid, 0)
+        mean, lo, hi = stats.bootstrap_mean(per_seed, n=n)
+        row["final_oracle"] = {"mean": mean, "low": lo, "high": hi}
+        if arm != reference:
+            d, lo, hi, p = stats.run_level_test(_grid(ref, lambda o: o["final_oracle"]), grid, n=n)
+            row["final_oracle"].update(diff=d, diff_low=lo, diff_high=hi, p=p)
+        out["arms"][arm] = row
+    return out
+
+
+def _seed_diff(table, key: str, arm: str, base: str | None = None, n: int = 10_000) -> tuple[float, float, float]:
+    """(diff, low, high): arm's per-seed statistic minus base's (paired by seed, run-level interval), or, with no
+    base, arm's own last-minus-first change of `key` ('reward' or 'oracle')."""
+    a = np.array(table["arms"][arm]["stats_seeds"][f"{key}_last" if base is None else key], np.float64)
+    b = np.array(table["arms"][arm]["stats_seeds"][f"{key}_first"] if base is None
+                 else table["arms"][base]["stats_seeds"][key], np.float64)
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return math.nan, math.nan, math.nan
+    d, lo, hi, _ = stats.run_level_test(b[None, :], a[None, :], n=n)
+    return d, lo, hi
+
+
+def _verdict(direction: int, lo: float, hi: float, d: float) -> str:
+    if not np.isfinite(d):
+        return "not measured"
+    if not np.isfinite(lo):  # run_level_test: the same nonzero margin in every run, no variance to count
+        return ("held in every run (the same margin each seed: no interval)" if d * direction > 0
+                else "not held (wrong direction in every run)")
+    if (direction > 0 and lo > 0) or (direction < 0 and hi < 0):
+        return "held"
+    if d * direction > 0:
+        return "not held (right direction, interval includes 0)"
+    return "not held (wrong direction)" if d != 0 else "not held (no difference)"
+
+
+def expectations(table: Mapping[str, Any], n: int = 10_000) -> list[dict[str, str]]:
+    """The expectations docs/testbed.md wrote down before the first comparison, each with its estimate, its 95%
+    run-level interval and held / not held (held: the interval excludes 0 in the expected direction)."""
+    arms, ref = table["arms"], table["reference"]
+    rows = []
+
+    def add(name, direction, est, scale=1.0):
+        d, lo, hi = est
+        rows.append({"expectation": name, "estimate": f"{_f(scale * d)} [{_f(scale * lo)}, {_f(scale * hi)}]",
+                     "verdict": _verdict(direction, lo, hi, d)})
+
+    def planted(arm, cls):
+        e = arms[arm][f"failing_{cls}"]
+        return (e.get("diff", math.nan), e.get("low", math.nan), e.get("high", math.nan))
+
+    if ref in arms:
+        add(f"{ref}: reward rises (last - first steps, points)", +1, _seed_diff(table, "reward", ref, n=n))
+        d, lo, hi = _seed_diff(table, "oracle", ref, n=n)
+        rows.append({"expectation": f"{ref}: oracle falls or stalls (last - first, points; held: upper bound < "
+                                    f"the reward's rise)",
+                     "estimate": f"{_f(d)} [{_f(lo)}, {_f(hi)}]",
+                     "verdict": "held" if np.isfinite(hi) and hi < _seed_diff(table, "reward", ref, n=n)[1]
+                     else "not held"})
+        share = arms[ref]["failing_blind"]["share"]
+        rows.append({"expectation": f"{ref}: blind criteria stay unmet (share failing at the end >= 90%)",
+                     "estimate": f"{_f(100 * share, 0)}%", "verdict": "held" if share >= 0.9 else "not held"})
+    for arm, cls, direction, what in (("ruscarl", "blind", -1, "lowers blind"),
+                                      ("ruscarl", "saturated", +1, "raises saturated"),
+                                      ("evorubric", "spurious", -1, "lowers spurious"),
+                                      ("amaris_pp", "spurious", -1, "lowers spurious"),
+                                      ("harnessrl", "blind", -1, "lowers blind"),
+                                      ("harnessrl", "saturated", -1, "lowers saturated"),
+                                      ("harnessrl", "spurious", -1, "lowers spurious")):
+        if arm in arms and arm != ref:
+            add(f"{arm} {what} (planted share failing vs {ref}, points)", direction, planted(arm, cls), 100.0)
+    for arm in ("evorubric", "amaris_pp"):
+        if arm in arms and arm != ref:
+            add(f"{arm} raises blind (failure transfer: end share of blind criteria of the whole rubric vs {ref}, "
+                f"points)", +1, _seed_diff(table, "end_blind", arm, ref, n=n), 100.0)
+    if "harnessrl" in arms and "harnessrl_no_critic" in arms:
+        add("removing the critic raises reversals (no_critic - harnessrl, points)", +1,
+            _seed_diff(table, "reversal_rate", "harnessrl_no_critic", "harnessrl", n=n), 100.0)
+    return rows
+
+
+def _f(x, digits=1) -> str:
+    return "nan" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _interval(e: Mapping[str, float], scale=100.0) -> str:
+    if "diff" not in e:
+        return "(ref)"
+    return f"{_f(scale * e['diff'], 0)} [{_f(scale * e['low'], 0)}, {_f(scale * e['high'], 0)}]"
+
+
+def render(table: Mapping[str, Any], *, points: int = 6) -> str:
+    """The comparison's tables as markdown text."""
+    arms = table["arms"]
+    ref = table["reference"]
+    parts = []
+    # curves: reward and oracle at `points` evenly spaced steps
+    steps = next(iter(arms.values()))["reward"]["step"]
+    at = sorted({int(round(x)) for x in np.linspace(0, len(steps) - 1, min(points, len(steps)))})
+    rows = []
+    for arm, r in arms.items():
+        row = {"arm": arm}
+        for i in at:
+            row[f"step {steps[i]}"] = f"{_f(r['reward']['mean'][i], 0)} / {_f(r['oracle']['mean'][i], 0)}"
+        rows.append(row)
+    parts.append("Reward / oracle score per step (training groups, mean over seeds):\n" + tables.markdown(rows))
+    rows = []
+    for arm, r in arms.items():
+        s = r["stats"]
+        rows.append({"arm": arm, "agreement": _f(100 * s["oracle_agreement"]),
+                     "agree": _f(100 * s["pair_agree"]), "tie blind": _f(100 * s["pair_reward_tie_blind"]),
+                     "tie saturated": _f(100 * s["pair_reward_tie_saturated"]),
+                     "wrong direction": _f(100 * s["pair_wrong_direction"]),
+                     "oracle tie": _f(100 * s["pair_oracle_tie"]),
+                     "reversal %": _f(100 * s["reversal_rate"]), "accepted": _f(s["accepted"], 0)})
+    parts.append("Pair classes against the hidden oracle (% of rollout pairs, last 25 steps), reversal rate, "
+                 "accepted updates:\n" + tables.markdown(rows))
+    rows = []
+    for arm, r in arms.items():
+        row = {"arm": arm}
+        for cls in CLASSES:
+            e = r[f"failing_{cls}"]
+            row[cls if cls != "agree" else "agree lost"] = f"{_f(100 * e['share'], 0)}  {_interval(e)}"
+        rows.append(row)
+    parts.append(f"Share of each planted class still failing at the end (%; difference from {ref} with its "
+                 f"run-level 95% interval):\n" + tables.markdown(rows))
+    rows = []
+    for arm, r in arms.items():
+        row = {"arm": arm}
+        for cls in FAILURES:
+            a = r["attributor"][cls]
+            row[cls] = f"P {_f(100 * a['precision'], 0)} R {_f(100 * a['recall'], 0)} (n {a['planted']})"
+        rows.append(row)
+    parts.append("Attributor precision / recall per planted class (%, draws pooled over seeds):\n"
+                 + tables.markdown(rows))
+    rows = []
+    for arm, r in arms.items():
+        e = r["final_oracle"]
+        row = {"arm": arm, "final oracle": f"{_f(e['mean'])} [{_f(e['low'])}, {_f(e['high'])}]"}
+        row[f"vs {ref}"] = (f"{_f(e['diff'])} [{_f(e['diff_low'])}, {_f(e['diff_high'])}] p={_f(e['p'], 3)}"
+                            if "diff" in e else "(ref)")
+        rows.append(row)
+    parts.append("Final oracle score (bare prompts, every world task; seed bootstrap, and the run-level interval "
+                 "of the difference):\n" + tables.markdown(rows))
+    return "\n\n".join(parts)
+
+
+__all__ = ["CLASSES", "FAILURES", "compare_outcomes", "expectations", "planted_outcomes", "precision_recall", "render",
+           "run_outcome", "still_failing"]
