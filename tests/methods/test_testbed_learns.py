@@ -1,7 +1,8 @@
 """The methods' mechanisms on the testbed world (docs/testbed.md), each against a GRPO control on the same seed and
 the same compiled run: RuscaRL's scaffolds raise the blind criterion's rate in the training groups above GRPO's
-(the reader copies the quoted word they show), and HarnessRL's sampling interface moves draws away from the wholly
-saturated tasks."""
+(the reader copies the quoted word they show). The other mechanisms' tests (a down-weight moving draws off the
+wholly saturated tasks, a rewrite removing a spurious criterion's advantage, HarnessRL's fields raising the blind
+rate) are not written yet: docs/testbed.md says so."""
 
 import dataclasses
 
@@ -40,7 +41,7 @@ def setup():
 
 
 @pytest.mark.slow
-def test_scaffolds_raise_blind_and_downweights_move_draws_off_saturated_tasks_against_grpo(setup, tmp_path):
+def test_ruscarl_scaffolds_raise_the_blind_rate_above_grpos(setup, tmp_path):
     world = load_world()
     blind = {t.id: c for t in world.tasks for c in t.criteria if world.planted[(t.id, c.id)] == "blind"}
 
@@ -53,4 +54,3 @@ def test_scaffolds_raise_blind_and_downweights_move_draws_off_saturated_tasks_ag
     grpo, ruscarl = _run(setup, tmp_path, "grpo", 1), _run(setup, tmp_path, "ruscarl", 1)
     assert blind_rate(grpo) == 0.0
     assert blind_rate(ruscarl) >= 0.2, blind_rate(ruscarl)
-    # (HarnessRL's downweight of the wholly saturated tasks: see docs/testbed.md, which says what remains)
