@@ -53,7 +53,7 @@ class AgenticConfig:
     max_turns: int = 3  # policy turns per episode
     turn_tokens: int = 32  # max new tokens per policy turn
     eval_k: int = 3  # episodes per held-out task and harness (pass@k, pass^k)
-    eval_tasks: int = 0  # held-out tasks evaluated (0: all)
+    eval_tasks: int = 0  # held-out tasks evaluated, evenly spaced over the file (every kind in turn; 0: all)
     eval_batch: int = 24  # tasks per evaluation call
     pass_threshold: float = 100.0  # an episode passes at reward >= this (every check met)
 
@@ -185,8 +185,8 @@ def evaluate(scheme: AgentScheme, run, *, seed: int) -> dict:
     s = scheme.settings
     tasks = [t for t in load_agent_tasks(_tasks_path(run.config), split="heldout")
              if all(c.verifier == "rule" for c in t.criteria)]
-    if s.eval_tasks:
-        tasks = tasks[:s.eval_tasks]
+    if s.eval_tasks and s.eval_tasks < len(tasks):
+        tasks = [tasks[i] for i in np.linspace(0, len(tasks) - 1, s.eval_tasks).round().astype(int)]
     out = {"k": s.eval_k, "pass_threshold": s.pass_threshold, "tasks": [t.id for t in tasks], "rewards": {},
            "episodes": {}}
     for name in s.eval_harnesses:
