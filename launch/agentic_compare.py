@@ -42,7 +42,8 @@ def run_dir(method: str, seed: str) -> str:
 
 def train(method: str, seed: str) -> None:
     arg = ",".join(filter(None, [f"method={method}", FLAGS.config_arg]))
-    cmd = [sys.executable, os.path.join(ROOT, "launch", "train.py"), f"--config={ROOT}/experiments/agentic_cpu.py:{arg}",
+    cmd = [sys.executable, os.path.join(ROOT, "launch", "train.py"),
+           f"--config={ROOT}/experiments/agentic_cpu.py:{arg}",
            f"--config.seed={seed}", f"--workdir={run_dir(method, seed)}"]
     if FLAGS.steps:
         cmd.append(f"--config.total_steps={FLAGS.steps}")
