@@ -105,7 +105,8 @@ class AgentScheme(Scheme):
     """Multi-turn episodes per drawn task under its harness, judged on the outcome, one update on the whole
     trajectories (see the module docstring)."""
 
-    writes_prompts = True
+    # The openings are the harnesses' own, within config.max_prompt_len: no guidance budget on top of the train rows.
+    writes_prompts = False
 
     def __init__(self, sampler, *, settings: AgenticConfig, workdir: str | None = None, sketch: bool = False):
         self.sampler, self.settings, self.workdir, self.sketch = sampler, settings, workdir, sketch
