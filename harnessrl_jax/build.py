@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from harnessrl_jax import data, failures, methods, toy
+from harnessrl_jax.agentic.tasks import TASKS_PATH as AGENT_TASKS_PATH, load_agent_tasks
 from harnessrl_jax.data.world import DEFAULT_WORLD, load_world
 from harnessrl_jax.harness.render import render_prompt
 from harnessrl_jax.models import init_params, load_pretrained, preset_config
@@ -41,10 +42,12 @@ from harnessrl_jax.stages import Run, push_weights
 # ------------------------------------------------------------------------------------------ parts by name
 
 
-def _tiny_model(config) -> tuple[ModelConfig, Params, Any]:
-    tokenizer = toy.char_tokenizer()
+def _tiny_model(config, chars: str = toy.CHARS, positions: int | None = None) -> tuple[ModelConfig, Params, Any]:
+    tokenizer = toy.char_tokenizer(chars)
     model = section(config, "model")
     model_config = preset_config("tiny").replace(vocab_size=round_up(tokenizer.vocab_size, 16), **model.overrides())
+    if positions is not None:
+        model_config = model_config.replace(max_position_embeddings=positions)
     params = init_params(model_config, jax.random.PRNGKey(config.seed), std=model.init_std)
     return model_config, params, tokenizer
 
@@ -61,7 +64,9 @@ def _reader_model(config) -> tuple[ModelConfig, Params, Any]:
 
 
 # model_name -> (config -> (model config, params, tokenizer)); any other name goes to load_pretrained.
-MODELS: dict[str, Callable] = {"tiny": _tiny_model, "reader": _reader_model}
+# tiny_agentic: the tiny model over the characters tool calls also need (toy.AGENT_CHARS), with room for episodes
+MODELS: dict[str, Callable] = {"tiny": _tiny_model, "reader": _reader_model,
+                               "tiny_agentic": lambda config: _tiny_model(config, toy.AGENT_CHARS, 1024)}
 
 # tasks.source -> (config.tasks -> tasks).
 TASK_SOURCES: dict[str, Callable[[Any], list[Task]]] = {
@@ -71,6 +76,8 @@ TASK_SOURCES: dict[str, Callable[[Any], list[Task]]] = {
     "toy_harness": lambda t: toy.harness_tasks(),  # tasks that exercise every evolver path on a random model (tests)
     # a planted-failure world (data.world; the planted labels stay with the analysis): tasks.path, else the default
     "world": lambda t: list(load_world(t.path or DEFAULT_WORLD).tasks),
+    # workspace tasks for multi-turn agent rollouts (methods.agentic); tasks.split 'train' or 'heldout'
+    "agentic": lambda t: load_agent_tasks(t.path or AGENT_TASKS_PATH, split=t.split),
 }
 
 
@@ -283,6 +290,6 @@ def evolver_url(e: EvolverModelSection, j: JudgeSection) -> str:
     return e.base_url or (j.base_url if j.kind == "openai" else "")
 
 
-__all__ = ["MODELS", "READER_DIR", "TASK_SOURCES", "build_engine", "build_evolver_client", "build_judge", "build_model",
-           "build_tasks", "evolver_url", "guidance_budget", "initial_state", "loss_settings", "make_trainer",
+__all__ = ["MODELS", "READER_DIR", "TASK_SOURCES", "build_engine", "build_evolver_client", "build_judge",
+           "build_model", "build_tasks", "evolver_url", "guidance_budget", "initial_state", "loss_settings", "make_trainer",
            "setup", "training_tasks", "within_prompt_budget"]

@@ -26,9 +26,14 @@ CHAT_TEMPLATE = (
 )
 
 
-def char_tokenizer() -> Tokenizer:
-    """One token per character of CHARS (lowercase letters, digits, space, light punctuation) plus chat tokens."""
-    vocab = {t: i for i, t in enumerate(SPECIAL + tuple(CHARS))}
+# What tool calls add (JSON braces and brackets, XML attributes, file names): the agentic tiny model's characters.
+AGENT_CHARS = CHARS + "{}[]_=|"
+
+
+def char_tokenizer(chars: str = CHARS) -> Tokenizer:
+    """One token per character of `chars` (by default lowercase letters, digits, space, light punctuation) plus chat
+    tokens."""
+    vocab = {t: i for i, t in enumerate(SPECIAL + tuple(chars))}
     backend = tokenizers.Tokenizer(models.WordLevel(vocab, unk_token="<|pad|>"))
     backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     backend.decoder = decoders.Fuse()  # join characters back without separators

@@ -15,6 +15,7 @@ PACKAGE = "harnessrl_jax"
 LAYERS = (
     ("words and errors", ("harnessrl_jax", "errors", "words", "jsonl", "timing", "tensorboard_log")),
     ("the parts", ("models", "rollout", "rl", "rubric", "harness", "memory", "evolver", "data", "toy", "failures",
+                   "agentic",
                    "eval.agreement", "eval.stats", "eval.oracle", "eval.ood")),
     ("the step's stages", ("settings", "stages")),
     ("methods", ("methods",)),

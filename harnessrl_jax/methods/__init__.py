@@ -40,6 +40,9 @@ METHODS: dict[str, Registered] = {}
 # config section -> settings dataclass, for every section a method module registered (methods share some: HarnessRL's
 # interface replacements read config.sec, config.ruscarl and config.evorubric)
 SETTINGS: dict[str, type] = {}
+# config.tasks.source -> (method, config) -> the method as it runs on those tasks (the workspace tasks' multi-turn
+# scheme, methods.agentic); a source not named here runs every method as described
+TASK_SOURCE_ADAPTERS: dict[str, Callable[[Method, Any], Method]] = {}
 
 
 def register(name: str, *, check: Callable[[Any], list[str]] | None = None,
@@ -62,6 +65,13 @@ def register_settings(key: str, cls: type) -> None:
     if SETTINGS.get(key, cls) is not cls:
         raise ValueError(f"config section {key!r} is registered twice ({SETTINGS[key].__name__}, {cls.__name__})")
     SETTINGS[key] = cls
+
+
+def register_task_source(source: str, adapt: Callable[[Method, Any], Method]) -> None:
+    """Registers how methods run on the tasks of config.tasks.source `source` (describe applies it)."""
+    if TASK_SOURCE_ADAPTERS.get(source, adapt) is not adapt:
+        raise ValueError(f"task source {source!r} has two method adapters")
+    TASK_SOURCE_ADAPTERS[source] = adapt
 
 
 def settings(config, key: str):
@@ -104,7 +114,8 @@ def describe(config) -> Method:
     if not isinstance(method, Method):
         raise ConfigError([f"--config.method={config.method!r}: describe(config) returned {type(method).__name__}, "
                            f"not a Method"])
-    return method
+    adapt = TASK_SOURCE_ADAPTERS.get((config.get("tasks") or {}).get("source", ""))
+    return adapt(method, config) if adapt is not None else method
 
 
 def check(config) -> list[str]:
@@ -117,5 +128,5 @@ def check(config) -> list[str]:
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["METHODS", "Method", "Registered", "SETTINGS", "apply_defaults", "check", "describe", "lookup", "register",
-           "register_settings", "settings"]
+__all__ = ["METHODS", "Method", "Registered", "SETTINGS", "TASK_SOURCE_ADAPTERS", "apply_defaults", "check", "describe",
+           "lookup", "register", "register_settings", "register_task_source", "settings"]

@@ -100,6 +100,55 @@ def build_batch(rollouts: Rollouts, advantages, weights=None, *, seq_len: int, p
     )
 
 
+def build_trajectory_batch(trajectories, advantages, weights=None, *, seq_len: int, pad_id: int,
+                           num_rows: int | None = None, bucket: int = 0) -> TrainBatch:
+    """The train batch of multi-turn trajectories: per row a list of (token ids, logprobs or None) segments laid end
+    to end (the opening prompt, policy turns, tool results). Only segments with logprobs (the policy's own tokens)
+    are on the loss mask, with those logprobs as the engine's; the others are context. Rows, padding and the
+    ValueErrors as build_batch; a trajectory's first token is never a target, so its first segment must be
+    context."""
+    n = len(trajectories)
+    rows = n if num_rows is None else num_rows
+    if rows < n:
+        raise ValueError(f"{n} trajectories do not fit in a batch of {rows} rows")
+    advantages = np.asarray(advantages, np.float32).reshape(-1)
+    weights = np.ones(n, np.float32) if weights is None else np.asarray(weights, np.float32).reshape(-1)
+    if advantages.shape != (n,) or weights.shape != (n,):
+        raise ValueError(f"advantages and weights must have one entry per trajectory ({n}), got "
+                         f"{advantages.shape} and {weights.shape}")
+    lengths = [sum(len(ids) for ids, _ in segs) for segs in trajectories]
+    if bucket > 0 and n:
+        seq_len = min(seq_len, round_up(max(lengths), bucket))
+    tokens = np.full((rows, seq_len), pad_id, np.int32)
+    attention = np.zeros((rows, seq_len), bool)
+    loss_mask = np.zeros((rows, seq_len), bool)
+    engine_logprobs = np.zeros((rows, seq_len), np.float32)
+    for r, segs in enumerate(trajectories):
+        if lengths[r] > seq_len:
+            raise ValueError(f"trajectory {r}: {lengths[r]} tokens exceed seq_len={seq_len}; raise "
+                             "config.agentic.max_len or lower the turn budget")
+        if segs and segs[0][1] is not None:
+            raise ValueError(f"trajectory {r}: its first segment is a policy turn; it must open with context")
+        at = 0
+        for ids, logprobs in segs:
+            k = len(ids)
+            tokens[r, at:at + k] = ids
+            if logprobs is not None and k:
+                if len(logprobs) != k:
+                    raise ValueError(f"trajectory {r}: a policy segment has {k} tokens and {len(logprobs)} logprobs")
+                # token at + i is predicted from position at + i - 1
+                loss_mask[r, at - 1:at + k - 1] = True
+                engine_logprobs[r, at - 1:at + k - 1] = logprobs
+            at += k
+        attention[r, :at] = True
+    targets = np.concatenate([tokens[:, 1:], np.full((rows, 1), pad_id, np.int32)], axis=1)
+    pad = rows - n
+    return TrainBatch(tokens=tokens, attention_mask=attention, targets=targets, loss_mask=loss_mask,
+                      engine_logprobs=engine_logprobs,
+                      advantages=np.concatenate([advantages, np.zeros(pad, np.float32)]),
+                      weights=np.concatenate([weights, np.zeros(pad, np.float32)]))
+
+
 def concat_rollouts(a: Rollouts, b: Rollouts) -> Rollouts:
     """Rows of `a` then of `b` (CoCA's two groups, of different n and prompts): prompt lists concatenated, b's
     prompt_index offset, tokens and logprobs padded to one width (nothing past a row's length is ever read)."""

@@ -177,6 +177,16 @@ CASES = [
     ("punctuation:no_comma", {}, "A fullwidth comma， is allowed.", True),
     ("punctuation:forbidden_characters", {"characters": "!;"}, "Calm statement.", True),
     ("punctuation:forbidden_characters", {"characters": "!;"}, "Wow!", False),
+    # an agent's outcome JSON (workspace_rules): the final files and the answer given with done
+    ("workspace:file_equals", {"path": "a.txt", "text": "hi"}, '{"files": {"a.txt": " hi\\n"}, "answer": null}', True),
+    ("workspace:file_equals", {"path": "a.txt", "text": "hi"}, '{"files": {"b.txt": "hi"}, "answer": "hi"}', False),
+    ("workspace:file_equals", {"path": "a.txt", "text": "hi"}, "not json", False),
+    ("workspace:file_contains", {"path": "a.txt", "text": "yo"}, '{"files": {"a.txt": "say yo"}}', True),
+    ("workspace:file_contains", {"path": "a.txt", "text": "yo"}, '{"files": {"a.txt": "say hi"}}', False),
+    ("workspace:file_absent_text", {"path": "a.txt", "text": "yo"}, '{"files": {"a.txt": "say hi"}}', True),
+    ("workspace:file_absent_text", {"path": "a.txt", "text": "yo"}, '{"files": {}}', False),
+    ("workspace:answer_equals", {"text": "42"}, '{"files": {}, "answer": " 42 "}', True),
+    ("workspace:answer_equals", {"text": "42"}, '{"files": {"42": "42"}, "answer": null}', False),
 ]
 
 
