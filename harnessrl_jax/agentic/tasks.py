@@ -12,6 +12,7 @@ import json
 import os
 from typing import Any, Mapping
 
+from harnessrl_jax.jsonl import read_objects
 from harnessrl_jax.rubric.rules import registered, validate_kwargs
 from harnessrl_jax.rubric.schema import Criterion, Task
 
@@ -67,19 +68,10 @@ def load_agent_tasks(path: str = TASKS_PATH, split: str | None = None) -> list[T
     if not os.path.isfile(path):
         raise ValueError(f"{path}: no such file (launch/build_agentic_tasks.py writes it)")
     out = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not JSON ({e})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{n}: a record must be a JSON object")
-            task = record_task(record, f"{path}:{n}")
-            if split is None or task.extra["split"] == split:
-                out.append(task)
+    for n, record in read_objects(path):
+        task = record_task(record, f"{path}:{n}")
+        if split is None or task.extra["split"] == split:
+            out.append(task)
     return out
 
 
