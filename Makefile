@@ -48,9 +48,9 @@ demo: $(STAMP)
 
 # Two workers (pytest-xdist): much of the suite is single-threaded compiling and Python, so two processes use two
 # cores where one does not. malloc on transparent huge pages, as the launch scripts run (harnessrl_jax/cli.py): far
-# fewer page faults.
+# fewer page faults. The 30 slowest tests are listed at the end: the suite has a time budget (README.md).
 test: $(STAMP) $(SGLANG_STAMP)
-	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 --dist loadgroup tests
+	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 --dist loadgroup --durations=30 tests
 
 # The same suite without the end-to-end tests marked slow (the real SGLang server's among them).
 test-fast: $(STAMP)
