@@ -7,6 +7,7 @@ deterministically, slowly, or not at all.
     server.mode = "drop"                            # every connection closed unanswered ('503': Service Unavailable)
     server.fail_after = 40                          # requests after the 40th dropped (the server dies there)
     server.stop(); server.start()                   # the port closed (connection refused), then open again
+    with StandInProcess() as server: ...            # one in a child process: a benchmarked client pays none of its time
 
 Verdicts follow this package's prompts: a criterion is met when every term it quotes occurs in the response,
 case-insensitively, else when the response's length is even (`standin_verdict`); the hacking check answers 'not
@@ -19,12 +20,14 @@ from __future__ import annotations
 import collections
 import http.server
 import json
+import multiprocessing
 import re
 import socket
 import threading
 from typing import Any
 
 MODES = ("up", "drop", "503")
+_DUMPS = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(obj, ensure_ascii=False), one encoder for all
 _QUOTED = re.compile(r"'([^']+)'|\"([^\"]+)\"")
 
 
@@ -187,13 +190,13 @@ class StandInServer:
                     if server.latency_s:
                         server._closing.wait(server.latency_s)
                     if native:
-                        items = [{"text": json.dumps(answer(t), ensure_ascii=False),
+                        items = [{"text": _DUMPS(answer(t)),
                                   "meta_info": {"id": str(n), "finish_reason": {"type": "stop", "matched": 0},
                                                 "prompt_tokens": len(t.split()), "completion_tokens": 8}}
                                  for n, t in enumerate(texts)]
                         return self._send(200, items if isinstance(body["text"], list) else items[0])
                     prompt = texts[0]
-                    content = json.dumps(answer(prompt), ensure_ascii=False)
+                    content = _DUMPS(answer(prompt))
                     self._send(200, {"id": "standin", "object": "chat.completion", "model": body.get("model", ""),
                                      "choices": [{"index": 0, "finish_reason": "stop",
                                                   "message": {"role": "assistant", "content": content}}],
@@ -232,6 +235,43 @@ class StandInServer:
 
     def close(self) -> None:
         self.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _serve_child(conn, kwargs) -> None:
+    with StandInServer(**kwargs) as server:
+        conn.send(server.port)
+        while conn.recv() == "requests":
+            conn.send(server.requests)
+
+
+class StandInProcess:
+    """A StandInServer (settings as its constructor's) in a child process with its own interpreter: the URLs and
+    the request count of one, none of its time spent in this process."""
+
+    def __init__(self, **kwargs):
+        self._conn, child = multiprocessing.get_context("spawn").Pipe()
+        self._process = multiprocessing.get_context("spawn").Process(target=_serve_child, args=(child, kwargs),
+                                                                     daemon=True)
+        self._process.start()
+        self.port = self._conn.recv()
+
+    base_url, root_url = StandInServer.base_url, StandInServer.root_url
+
+    @property
+    def requests(self) -> int:
+        self._conn.send("requests")
+        return self._conn.recv()
+
+    def close(self) -> None:
+        if self._process.is_alive():
+            self._conn.send("stop")
+            self._process.join(10)
 
     def __enter__(self):
         return self
