@@ -10,9 +10,11 @@ deterministically, slowly, or not at all.
     with StandInProcess() as server: ...            # one in a child process: a benchmarked client pays none of its time
 
 Verdicts follow this package's prompts: a criterion is met when every term it quotes occurs in the response,
-case-insensitively, else when the response's length is even (`standin_verdict`); the hacking check answers 'not
-spurious', the LLM proposer 'no action', the pairwise oracle prefers more letters 'q'. Requests are recorded
-(`requests`, `by_prompt`, `max_inflight`); with `api_key` set, a request without its Bearer key gets 401.
+case-insensitively, else when the response's length is even (`standin_verdict`); it is answered in the verdict
+schema's JSON, or in words for a criterion marked '(in words)', or unreadably for one marked '(unreadable)'. The
+hacking check answers 'not spurious', the LLM proposer 'no action', the pairwise oracle prefers more letters 'q'.
+Requests are recorded (`requests`, `by_prompt`, `max_inflight`); with `api_key` set, a request without its Bearer
+key gets 401.
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ def _criterion_text(line: str) -> str:
     return re.sub(r"^\s*(\d+\.\s*)?\[[^\]]*points[^\]]*\]\s*", "", line).strip()
 
 
-def answer(prompt: str) -> dict[str, Any]:
-    """The stand-in's JSON answer to one prompt of this package's templates."""
+def answer(prompt: str) -> dict[str, Any] | str:
+    """The stand-in's answer to one prompt of this package's templates: an object to send as JSON, or text."""
     if "# Responses that MEET the criterion" in prompt:  # evolver/prompts/hacking_check.txt
         return {"explanation": "stand-in", "pattern": "none", "phrase": "", "spurious": False}
     if '"actions"' in prompt and "rationale" in prompt:  # evolver/prompts/proposer.txt
@@ -85,7 +87,16 @@ def answer(prompt: str) -> dict[str, Any]:
         return {str(n): {"explanation": "stand-in", "criteria_met": standin_verdict(_criterion_text(line), response)}
                 for n, line in enumerate(lines, 1)}
     criterion = _criterion_text(_section(prompt, "# Criterion\n"))
-    return {"explanation": "stand-in", "criteria_met": standin_verdict(criterion, response)}
+    met = standin_verdict(criterion, response)
+    if "(unreadable)" in criterion:
+        return "I cannot grade this."
+    if "(in words)" in criterion:
+        return "MET" if met else "NOT MET: stand-in"
+    return {"explanation": "stand-in", "criteria_met": met}
+
+
+def _text(answer: dict[str, Any] | str) -> str:
+    return answer if isinstance(answer, str) else _DUMPS(answer)
 
 
 class _HTTPServer(http.server.ThreadingHTTPServer):
@@ -190,13 +201,13 @@ class StandInServer:
                     if server.latency_s:
                         server._closing.wait(server.latency_s)
                     if native:
-                        items = [{"text": _DUMPS(answer(t)),
+                        items = [{"text": _text(answer(t)),
                                   "meta_info": {"id": str(n), "finish_reason": {"type": "stop", "matched": 0},
                                                 "prompt_tokens": len(t.split()), "completion_tokens": 8}}
                                  for n, t in enumerate(texts)]
                         return self._send(200, items if isinstance(body["text"], list) else items[0])
                     prompt = texts[0]
-                    content = _DUMPS(answer(prompt))
+                    content = _text(answer(prompt))
                     self._send(200, {"id": "standin", "object": "chat.completion", "model": body.get("model", ""),
                                      "choices": [{"index": 0, "finish_reason": "stop",
                                                   "message": {"role": "assistant", "content": content}}],
