@@ -6,9 +6,9 @@ stand-in server and the local llama.cpp server.
 
 The ceiling (first table): every cell judged against a stand-in that answers at once, in its own process, one
 call per cell at each concurrency and batched through SGLang's native /generate (SGLangJudge), with cells/s of wall
-time and of this process's CPU time (the client's own cost, whatever the stand-in takes) and the ratio to the best
-per-call row of the same run: what the client alone sustains, so that a paper step (512 x 8 x 12.9 criteria, about
-52,800 cells: `--criteria=13`) is bounded by the server, not the client.
+time and of this process's CPU time (the client's own cost, whatever the stand-in takes), the stand-in's CPU
+seconds, and the ratio to the best per-call row of the same run: what the client alone sustains, so that a paper
+step (512 x 8 x 12.9 criteria, about 52,800 cells: `--criteria=13`) is bounded by the server, not the client.
 
 Stand-in (harnessrl_jax.rubric.judges.standin, `--latency_s` per answer, like a remote server): for each
 concurrency, every cell of the group is scored through OpenAIJudge (one call per criterion and distinct response),
@@ -131,24 +131,27 @@ def ceiling_rows(tasks, responses) -> list[str]:
     reference = reference_of(tasks, responses, standin_verdict)
     tokenizer = Tokenizer.from_gguf(smollm2_gguf_path())
     measured = []
+
+    def measure(name, server, judge):
+        before = server.cpu_s
+        measured.append((name, score(judge, tasks, responses, reference), judge.stats, server.requests,
+                         server.cpu_s - before))
+        print(f"  {name.strip()}: {measured[-1][1][1] / measured[-1][1][0]:.0f} cells/s", flush=True)
+
     for concurrency in map(int, FLAGS.concurrency):
         with StandInProcess() as server, OpenAIJudge(server.base_url, "standin", max_concurrency=concurrency) as judge:
-            measured.append((f"per call (chat)    {concurrency:>5d}", score(judge, tasks, responses, reference),
-                             judge.stats, server.requests))
-        print(f"  {measured[-1][0].strip()}: {measured[-1][1][1] / measured[-1][1][0]:.0f} cells/s", flush=True)
+            measure(f"per call (chat)    {concurrency:>5d}", server, judge)
     for concurrency in map(int, FLAGS.batched_concurrency):
         with StandInProcess() as server, SGLangJudge(server.root_url, "standin", tokenizer=tokenizer,
                                                      batch_size=FLAGS.batch_size,
                                                      max_concurrency=concurrency) as judge:
-            measured.append((f"batched /generate  {concurrency:>5d}", score(judge, tasks, responses, reference),
-                             judge.stats, server.requests))
-        print(f"  {measured[-1][0].strip()}: {measured[-1][1][1] / measured[-1][1][0]:.0f} cells/s", flush=True)
-    best = max((cells / s for name, (s, cells, *_), _, _ in measured if name.startswith("per call")), default=None)
+            measure(f"batched /generate  {concurrency:>5d}", server, judge)
+    best = max((cells / s for name, (s, cells, *_), *_ in measured if name.startswith("per call")), default=None)
     rows = []
-    for name, (s, cells, missing, wrong, _, cpu), stats, requests in measured:
+    for name, (s, cells, missing, wrong, _, cpu), stats, requests, server_cpu in measured:
         ratio = f"{cells / s / best:.1f}x" if best else "-"
         rows.append(f"{name} {cells:>7d} {stats['calls']:>6d} {requests:>8d} {s:>8.2f} {cells / s:>9.0f} "
-                    f"{cpu:>7.2f} {cells / cpu:>9.0f} {missing:>6d} {wrong:>6d} {ratio:>8s}")
+                    f"{cpu:>7.2f} {cells / cpu:>11.0f} {server_cpu:>9.2f} {missing:>6d} {wrong:>6d} {ratio:>8s}")
     return rows
 
 
@@ -201,7 +204,8 @@ def main(argv):
               f"ratio: cells/s against the best per-call row)")
         rows = ceiling_rows(tasks, responses)
         print(f"{'path':18s} {'conc':>5s} {'cells':>7s} {'calls':>6s} {'requests':>8s} {'time_s':>8s} "
-              f"{'cells/s':>9s} {'cpu_s':>7s} {'cells/cpu_s':>9s} {'lost':>6s} {'wrong':>6s} {'ratio':>8s}")
+              f"{'cells/s':>9s} {'cpu_s':>7s} {'cells/cpu_s':>11s} {'server_cpu':>9s} {'lost':>6s} {'wrong':>6s} "
+              f"{'ratio':>8s}")
         for row in rows:
             print(row, flush=True)
         print()

@@ -5,9 +5,9 @@ The prompts, the verdict schema, the parsing, the cache and the failure accounti
 (`LLMJudge`); what differs is the transport. The messages are rendered here with the judge model's own chat template
 (the tokenizer files of the directory SGLang serves, or a GGUF), as SGLang's chat route would render them, and the
 verdict schema goes as `sampling_params.json_schema` (a JSON string); a one-user-message prompt is written into
-the template's frame, rendered once (`chat_frame`). Calls are ordered by route (the task) so a
-request carries one task's prompts together, for the server's prefix cache; a request goes to the server its first
-route hashes to, a retry to that route's next server. A request that fails fails each of its calls; a prompt the
+the template's frame, rendered once (`chat_frame`). Calls are ordered by route (the task) so a request carries one
+task's prompts together, for the server's prefix cache; a request goes to the server its first route hashes to, a
+retry to that route's next server. A request that fails fails each of its calls; a prompt the
 server aborts is asked again on its own schedule; what still fails is a NaN cell, as with the per-call judge.
 """
 

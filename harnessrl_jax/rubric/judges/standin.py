@@ -255,29 +255,39 @@ class StandInServer:
 
 
 def _serve_child(conn, kwargs) -> None:
+    import time
+
     with StandInServer(**kwargs) as server:
         conn.send(server.port)
-        while conn.recv() == "requests":
-            conn.send(server.requests)
+        while (what := conn.recv()) != "stop":
+            conn.send(server.requests if what == "requests" else time.process_time())
 
 
 class StandInProcess:
-    """A StandInServer (settings as its constructor's) in a child process with its own interpreter: the URLs and
-    the request count of one, none of its time spent in this process."""
+    """A StandInServer (settings as its constructor's) in a child process with its own interpreter: the URLs, the
+    request count and the CPU time of one, none of its time spent in this process."""
 
     def __init__(self, **kwargs):
-        self._conn, child = multiprocessing.get_context("spawn").Pipe()
-        self._process = multiprocessing.get_context("spawn").Process(target=_serve_child, args=(child, kwargs),
-                                                                     daemon=True)
+        spawn = multiprocessing.get_context("spawn")  # a fresh interpreter, whatever threads this process runs
+        self._conn, child = spawn.Pipe()
+        self._process = spawn.Process(target=_serve_child, args=(child, kwargs), daemon=True)
         self._process.start()
         self.port = self._conn.recv()
 
     base_url, root_url = StandInServer.base_url, StandInServer.root_url
 
+    def _ask(self, what: str):
+        self._conn.send(what)
+        return self._conn.recv()
+
     @property
     def requests(self) -> int:
-        self._conn.send("requests")
-        return self._conn.recv()
+        return self._ask("requests")
+
+    @property
+    def cpu_s(self) -> float:
+        """The child's CPU seconds so far (every thread of the server)."""
+        return self._ask("cpu_s")
 
     def close(self) -> None:
         if self._process.is_alive():
