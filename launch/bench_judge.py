@@ -4,10 +4,11 @@ stand-in server and the local llama.cpp server.
     python launch/bench_judge.py [--tasks=512] [--responses=8] [--criteria=2] [--latency_s=0.05]
         [--concurrency=8,32,128] [--llama_responses=32] [--ceiling] [--batch_size=256] [--batched_concurrency=1,4]
 
-The ceiling (first table): every cell judged against a stand-in that answers at once, one call per cell at each
-concurrency and batched through SGLang's native /generate (SGLangJudge), with cells/s and the ratio to the best
-per-call row of the same run: what the client alone sustains, so that a paper step (512 x 8 x 12.9 criteria, about
-52,800 cells) is bounded by the server, not the client.
+The ceiling (first table): every cell judged against a stand-in that answers at once, in its own process, one
+call per cell at each concurrency and batched through SGLang's native /generate (SGLangJudge), with cells/s of wall
+time and of this process's CPU time (the client's own cost, whatever the stand-in takes), the stand-in's CPU
+seconds, and the ratio to the best per-call row of the same run: what the client alone sustains, so that a paper
+step (512 x 8 x 12.9 criteria, about 52,800 cells: `--criteria=13`) is bounded by the server, not the client.
 
 Stand-in (harnessrl_jax.rubric.judges.standin, `--latency_s` per answer, like a remote server): for each
 concurrency, every cell of the group is scored through OpenAIJudge (one call per criterion and distinct response),
@@ -75,17 +76,18 @@ def synthetic_group(n_tasks: int, n_responses: int, n_criteria: int, seed: int =
 
 
 def score(judge, tasks, responses, reference):
-    """(seconds, cells, cells without a verdict, verdicts unlike the reference, cache hits) of one pass."""
+    """(seconds, cells, cells without a verdict, verdicts unlike the reference, cache hits, CPU seconds of this
+    process) of one pass."""
     import numpy as np
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     mats = judge.score_batch(tasks, responses)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     cells = sum(m.verdicts.size for m in mats)
     missing = sum(int((m.status != "ok").sum()) for m in mats)
     wrong = sum(int((np.nan_to_num(m.verdicts, nan=-1) != ref).sum()) for m, ref in zip(mats, reference)) - missing
     hits = sum(int(m.cache_hit.sum()) for m in mats)
-    return seconds, cells, missing, wrong, hits
+    return seconds, cells, missing, wrong, hits, cpu
 
 
 def reference_of(tasks, responses, verdict):
@@ -105,11 +107,11 @@ def stand_in_rows(tasks, responses) -> list[str]:
             cache = os.path.join(tmp, "cache.sqlite")
             with OpenAIJudge(server.base_url, "standin", max_concurrency=concurrency, cache=cache,
                              timeout_s=60.0) as judge:
-                s, cells, missing, wrong, _ = score(judge, tasks, responses, reference)
+                s, cells, missing, wrong, *_ = score(judge, tasks, responses, reference)
                 calls = judge.stats["calls"]
             first_requests, repeated = server.requests, sum(n > 1 for n in server.by_prompt.values())
             with OpenAIJudge(server.base_url, "standin", max_concurrency=concurrency, cache=cache) as judge:
-                s2, _, missing2, wrong2, hits = score(judge, tasks, responses, reference)
+                s2, _, missing2, wrong2, hits, _ = score(judge, tasks, responses, reference)
             rows.append(f"stand-in {FLAGS.latency_s * 1000:.0f} ms  {concurrency:>5d} {cells:>7d} {calls:>6d} "
                         f"{s:>8.1f} {calls / s:>9.1f} {server.max_inflight:>9d} {missing + missing2:>6d} "
                         f"{wrong + wrong2:>6d} {repeated:>6d} {hits:>6d}/{cells} {s2:>6.1f}"
@@ -118,35 +120,38 @@ def stand_in_rows(tasks, responses) -> list[str]:
 
 
 def ceiling_rows(tasks, responses) -> list[str]:
-    """The client's own ceiling: a stand-in that answers at once, every cell through the per-call judge at each
-    concurrency and through SGLangJudge's batched /generate (SmolLM2's chat template), with the ratio of cells/s to
-    the best per-call row of the same run. The stand-in runs in this process, so its time is in the figures."""
+    """The client's own ceiling: a stand-in that answers at once (in a child process), every cell through the
+    per-call judge at each concurrency and through SGLangJudge's batched /generate (SmolLM2's chat template), with
+    the ratio of cells/s to the best per-call row of the same run."""
     from harnessrl_jax.models.presets import smollm2_gguf_path
     from harnessrl_jax.models.tokenizer import Tokenizer
     from harnessrl_jax.rubric.judges import OpenAIJudge, SGLangJudge
-    from harnessrl_jax.rubric.judges.standin import StandInServer, standin_verdict
+    from harnessrl_jax.rubric.judges.standin import StandInProcess, standin_verdict
 
     reference = reference_of(tasks, responses, standin_verdict)
     tokenizer = Tokenizer.from_gguf(smollm2_gguf_path())
     measured = []
+
+    def measure(name, server, judge):
+        before = server.cpu_s
+        measured.append((name, score(judge, tasks, responses, reference), judge.stats, server.requests,
+                         server.cpu_s - before))
+        print(f"  {name.strip()}: {measured[-1][1][1] / measured[-1][1][0]:.0f} cells/s", flush=True)
+
     for concurrency in map(int, FLAGS.concurrency):
-        with StandInServer() as server, OpenAIJudge(server.base_url, "standin", max_concurrency=concurrency) as judge:
-            measured.append((f"per call (chat)    {concurrency:>5d}", score(judge, tasks, responses, reference),
-                             judge.stats, server.requests))
-        print(f"  {measured[-1][0].strip()}: {measured[-1][1][1] / measured[-1][1][0]:.0f} cells/s", flush=True)
+        with StandInProcess() as server, OpenAIJudge(server.base_url, "standin", max_concurrency=concurrency) as judge:
+            measure(f"per call (chat)    {concurrency:>5d}", server, judge)
     for concurrency in map(int, FLAGS.batched_concurrency):
-        with StandInServer() as server, SGLangJudge(server.root_url, "standin", tokenizer=tokenizer,
+        with StandInProcess() as server, SGLangJudge(server.root_url, "standin", tokenizer=tokenizer,
                                                      batch_size=FLAGS.batch_size,
                                                      max_concurrency=concurrency) as judge:
-            measured.append((f"batched /generate  {concurrency:>5d}", score(judge, tasks, responses, reference),
-                             judge.stats, server.requests))
-        print(f"  {measured[-1][0].strip()}: {measured[-1][1][1] / measured[-1][1][0]:.0f} cells/s", flush=True)
-    best = max((cells / s for name, (s, cells, *_), _, _ in measured if name.startswith("per call")), default=None)
+            measure(f"batched /generate  {concurrency:>5d}", server, judge)
+    best = max((cells / s for name, (s, cells, *_), *_ in measured if name.startswith("per call")), default=None)
     rows = []
-    for name, (s, cells, missing, wrong, _), stats, requests in measured:
+    for name, (s, cells, missing, wrong, _, cpu), stats, requests, server_cpu in measured:
         ratio = f"{cells / s / best:.1f}x" if best else "-"
         rows.append(f"{name} {cells:>7d} {stats['calls']:>6d} {requests:>8d} {s:>8.2f} {cells / s:>9.0f} "
-                    f"{missing:>6d} {wrong:>6d} {ratio:>8s}")
+                    f"{cpu:>7.2f} {cells / cpu:>11.0f} {server_cpu:>9.2f} {missing:>6d} {wrong:>6d} {ratio:>8s}")
     return rows
 
 
@@ -199,7 +204,8 @@ def main(argv):
               f"ratio: cells/s against the best per-call row)")
         rows = ceiling_rows(tasks, responses)
         print(f"{'path':18s} {'conc':>5s} {'cells':>7s} {'calls':>6s} {'requests':>8s} {'time_s':>8s} "
-              f"{'cells/s':>9s} {'lost':>6s} {'wrong':>6s} {'ratio':>8s}")
+              f"{'cells/s':>9s} {'cpu_s':>7s} {'cells/cpu_s':>11s} {'server_cpu':>9s} {'lost':>6s} {'wrong':>6s} "
+              f"{'ratio':>8s}")
         for row in rows:
             print(row, flush=True)
         print()

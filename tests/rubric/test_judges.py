@@ -19,7 +19,8 @@ from harnessrl_jax.rubric import rules
 from harnessrl_jax.rubric.judges import (ERROR, OK, TIMEOUT, UNPARSED, Judge, JudgeCache, JudgeProtocol,
                                          OpenAIJudge, RoutingJudge, RuleJudge, ScoreMatrix, make_judge,
                                          parse_rubric_verdicts, parse_verdict, total_failures)
-from harnessrl_jax.rubric.judges import templates
+from harnessrl_jax.rubric.judges import parse, templates
+from harnessrl_jax.rubric.judges.cache import cache_key, call_keyer
 from harnessrl_jax.rubric.judges.llm import render_criterion, rubric_schema, verdict_schema
 from harnessrl_jax.rubric.reward import rubric_reward
 from harnessrl_jax.rubric.schema import Criterion, Task
@@ -175,7 +176,7 @@ RESPONSES = ["Drink water and rest.", "It will certainly go away, trust me."]
 # ---------------------------------------------------------------------------------------------------------------
 # Parser
 
-@pytest.mark.parametrize("text, verdict", [
+MESSY = [
     ('{"explanation": "mentions water", "criteria_met": true}', True),
     ('```json\n{"explanation": "no", "criteria_met": false}\n```\nLet me know if you need more.', False),
     ('Here is my grading: {"criteria_met": true} -- hope that helps', True),
@@ -196,18 +197,51 @@ RESPONSES = ["Drink water and rest.", "It will certainly go away, trust me."]
     ("Answer: no\nOn reflection...\nFinal answer: yes", True),
     ("<think>it says water, so yes</think>\nNo", False),
     ("true", True),
-])
+]
+UNREADABLE = [
+    "", "I cannot grade this.", '{"explanation": "the response mentions wat',  # cut off before the verdict
+    "It is MET in part but NOT MET overall", '{"criteria_met": "maybe"}', "No issues found, it meets it",
+    '"criteria_met": true, "criteria_met": false',
+]
+
+
+@pytest.mark.parametrize("text, verdict", MESSY)
 def test_parse_verdict_reads_messy_judge_output(text, verdict):
     assert parse_verdict(text).verdict is verdict
 
 
-@pytest.mark.parametrize("text", [
-    "", "I cannot grade this.", '{"explanation": "the response mentions wat',  # cut off before the verdict
-    "It is MET in part but NOT MET overall", '{"criteria_met": "maybe"}', "No issues found, it meets it",
-    '"criteria_met": true, "criteria_met": false',
-])
+@pytest.mark.parametrize("text", UNREADABLE)
 def test_parse_verdict_leaves_unreadable_or_contradictory_output_unparsed(text):
     assert parse_verdict(text).verdict is None
+
+
+def test_the_shortcut_for_schema_shaped_answers_reads_them_as_the_full_reader_does():
+    """Fails if the fast path for {"explanation", "criteria_met"} accepts, rejects or explains an answer otherwise
+    than every reading in turn would: near misses in key case, value type, extra keys, text around, thinking."""
+    near = ['  {"explanation": null, "criteria_met": false}\n', '{"explanation": "e", "criteria_met": "true"}',
+            '{"Criteria_Met": true, "explanation": "e"}', '{"explanation": "e", "criteria_met": 1}',
+            '{"explanation": "e", "criteria_met": true, "met": false}', '{"explanation": "a </think> no",'
+            ' "criteria_met": true}', '{"explanation": "e", "criteria_met": true} {"criteria_met": false}',
+            '{"explanation": "e", "criteria_met": false, "criteria_met": true}', "{'explanation': 'e', "
+            "'criteria_met': False}", '{"explanation": 7, "criteria_met": true}']
+    for text in [t for t, _ in MESSY] + UNREADABLE + near:
+        assert parse_verdict(text) == parse._read_verdict(text), text
+    assert parse._schema_answer(near[0]) == parse.Parsed(False, "", "json")
+
+
+def test_call_keys_are_the_cache_keys_of_the_whole_call():
+    """The keyer's shortcut gives cache_key's digest of {identity, messages, schema} (caches written before stay
+    valid), and a change of any message, role or schema changes it."""
+    identity = {"api": "x", "model": "m", "temperature": 0.0, "extra_body": {"k": ["\u00e9", None]}}
+    calls = [([{"role": "user", "content": 'q "\\ \u00e9\u2028\x01 </response>'}], verdict_schema()),
+             ([{"role": "system", "content": "s"}, {"role": "user", "content": "u", "name": None}], verdict_schema()),
+             ([{"role": "user", "content": "q"}], rubric_schema(2)), ([], verdict_schema(10)),
+             ([{"role": "assistant", "content": "q"}], rubric_schema(2))]
+    for ident in (identity, {**identity, "model": "\0messages\0"}):  # the second: the identity holds the marker
+        key = call_keyer(ident)
+        digests = [key(m, s) for m, s in calls]
+        assert digests == [cache_key({**ident, "messages": list(m), "schema": s}) for m, s in calls]
+        assert len(set(digests)) == len(digests)
 
 
 def test_parse_verdict_keeps_the_explanation():

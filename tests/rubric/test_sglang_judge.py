@@ -32,37 +32,48 @@ def server():
     s.close()
 
 
-def group(n_tasks=5, n_responses=4):
-    """Tasks with two quoting criteria and a pitfall; responses over the same words, one repeated per task."""
+def group(n_tasks=5, n_responses=4, worded=False):
+    """Tasks with two quoting criteria and a pitfall (and, `worded`, one the stand-in answers in words and one it
+    answers unreadably); responses over the same words, one repeated per task."""
     rng = np.random.default_rng(0)
     tasks, responses = [], []
     for i in range(n_tasks):
         a, b, c = rng.choice(WORDS, 3, replace=False)
+        extra = (Criterion(f"t{i}/3", f"(in words) The response mentions '{b}'.", 1.0),
+                 Criterion(f"t{i}/4", "(unreadable) The response is kind.", 1.0)) if worded else ()
         tasks.append(Task(f"t{i}", "load", ({"role": "user", "content": f"Write about {a}."},), (
             Criterion(f"t{i}/0", f"The response mentions '{a}'.", 2.0),
             Criterion(f"t{i}/1", f"The response mentions '{b}'.", 1.0),
-            Criterion(f"t{i}/2", f"The response says '{c}'.", -1.0))))
+            Criterion(f"t{i}/2", f"The response says '{c}'.", -1.0)) + extra))
         rs = [" ".join(rng.choice(WORDS, rng.integers(2, 5))) for _ in range(n_responses - 1)]
         responses.append(rs + rs[:1])
     return tasks, responses
 
 
 @pytest.mark.parametrize("mode", ["per_criterion", "per_rubric"])
-def test_the_batched_judge_sends_the_per_call_prompts_and_gets_the_same_verdicts(server, tokenizer, mode):
+def test_the_batched_judge_sends_the_per_call_prompts_and_gets_the_same_verdicts(server, tokenizer, mode, tmp_path):
     """Fails if the batched path renders other prompts (another template, the response not defused), loses the
-    order of a request's answers (verdicts land on the wrong cells) or does not judge each distinct prompt once."""
-    tasks, responses = group()
-    with OpenAIJudge(server.base_url, "standin", mode=mode, max_concurrency=4) as per_call:
+    order of a request's answers (verdicts land on the wrong cells), does not judge each distinct prompt once, or
+    reads an answer, counts a failure or hits the cache otherwise than the per-call path (answers in JSON, in words
+    and unreadable; a second pass from each path's own cache)."""
+    tasks, responses = group(worded=mode == "per_criterion")
+    with OpenAIJudge(server.base_url, "standin", mode=mode, max_concurrency=4,
+                     cache=str(tmp_path / "chat.sqlite")) as per_call:
         expected = per_call.score_batch(tasks, responses)
+        expected_again = per_call.score_batch(tasks, responses)
     chat_prompts, calls = dict(server.by_prompt), server.requests
     server.by_prompt.clear()
     with SGLangJudge(server.root_url, "standin", tokenizer=tokenizer, mode=mode, batch_size=7,
-                     max_concurrency=2) as batched:
+                     max_concurrency=2, cache=str(tmp_path / "native.sqlite")) as batched:
         got = batched.score_batch(tasks, responses)
         stats = batched.stats
-    for e, g in zip(expected, got):
+        got_again = batched.score_batch(tasks, responses)
+    for e, g in zip(expected + expected_again, got + got_again):
         np.testing.assert_array_equal(g.verdicts, e.verdicts)
-        assert (g.status == OK).all()
+        assert g.status.tolist() == e.status.tolist() and g.explanations.tolist() == e.explanations.tolist()
+        assert g.cache_hit.tolist() == e.cache_hit.tolist()
+    assert sum(m.failure_counts()["unparsed"] for m in got) == (20 if mode == "per_criterion" else 0)
+    assert all(m.cache_hit.all() for m in got_again)
     # every distinct prompt once, as the chat route's user turn rendered with the model's template
     assert dict(server.by_prompt) == {tokenizer.apply_chat_template([{"role": "user", "content": p}]): 1
                                       for p in chat_prompts}
@@ -85,6 +96,24 @@ def test_the_request_carries_the_sampling_settings_and_the_schema_as_sglang_name
     free = SGLangJudge("http://127.0.0.1:1", "m", tokenizer=tokenizer, structured_output="none", temperature=None)
     assert free.request_body([(({"role": "user", "content": "hi"},), verdict_schema())])["sampling_params"] == {
         "max_new_tokens": 512}
+
+
+def test_prompts_written_into_the_chat_frame_are_the_templates_own_text(tokenizer):
+    """The frame rendered once gives what the template renders, for a template that keeps the content as is, one
+    that trims it, and one that looks into it (caught by the request's check: every prompt through the template)."""
+    import copy
+
+    prompts = [({"role": "user", "content": c},) for c in (" river {x}\n", "stone")]
+    prompts.append(({"role": "system", "content": "s"}, {"role": "user", "content": "u"}))
+    content = "message['content']"
+    for template, frame in ((tokenizer.chat_template, False), (tokenizer.chat_template.replace(
+            content, f"{content} | trim"), True), (tokenizer.chat_template.replace(
+            content, f"('!' if 'river' in {content} else '') + {content}"), None)):
+        tok = copy.copy(tokenizer)
+        tok.chat_template = template
+        judge = SGLangJudge("http://127.0.0.1:1", "m", tokenizer=tok)
+        assert judge.render(prompts) == [tok.apply_chat_template(list(m)) for m in prompts]
+        assert (judge._frame and judge._frame[2]) is frame
 
 
 def test_failures_are_counted_per_call_and_answers_are_cached(server, tokenizer, tmp_path):

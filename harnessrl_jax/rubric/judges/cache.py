@@ -15,13 +15,46 @@ import os
 import sqlite3
 import threading
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def cache_key(identity: Mapping[str, Any]) -> str:
     """SHA-256 hex digest of a JSON-serialisable identity (keys sorted, so dict order does not matter)."""
-    blob = json.dumps(identity, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return hashlib.sha256(_dumps(identity).encode("utf-8")).hexdigest()
+
+
+_MESSAGES, _SCHEMA = _dumps("\0messages\0"), _dumps("\0schema\0")
+
+
+def call_keyer(identity: Mapping[str, Any]) -> Callable[[Sequence[Mapping[str, Any]], dict], str]:
+    """`key(messages, schema)` == `cache_key({**identity, "messages": list(messages), "schema": schema})`, the
+    same digest at a fraction of the cost: the identity is serialised once, a {role, content} message of strings
+    is written directly and each schema object once (keep it unchanged while the keyer is in use)."""
+    frame = _dumps({**identity, "messages": "\0messages\0", "schema": "\0schema\0"}).split(_MESSAGES)
+    frame = frame[:1] + frame[1].split(_SCHEMA) if len(frame) == 2 else []
+    if len(frame) != 3:  # the identity itself holds a marker: the slow way
+        return lambda messages, schema: cache_key({**identity, "messages": list(messages), "schema": schema})
+    head, middle, tail = frame
+    string = json.encoder.encode_basestring  # what json.dumps(ensure_ascii=False) writes a string with
+    schemas: dict[int, tuple[dict, str]] = {}
+
+    def message(m: Mapping[str, Any]) -> str:
+        if type(m) is dict and len(m) == 2 and type(m.get("content")) is str and type(m.get("role")) is str:
+            return f'{{"content":{string(m["content"])},"role":{string(m["role"])}}}'
+        return _dumps(m)
+
+    def key(messages: Sequence[Mapping[str, Any]], schema: dict) -> str:
+        held = schemas.get(id(schema))
+        if held is None or held[0] is not schema:
+            held = schemas[id(schema)] = (schema, _dumps(schema))
+        blob = f"{head}[{','.join(map(message, messages))}]{middle}{held[1]}{tail}"
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    return key
 
 
 class JudgeCache:

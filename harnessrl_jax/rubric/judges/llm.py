@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 from harnessrl_jax.rubric.judges import templates
 from harnessrl_jax.rubric.judges.base import ERROR, OK, TIMEOUT, UNPARSED, Judge, ScoreMatrix, check_batch
-from harnessrl_jax.rubric.judges.cache import JudgeCache, cache_key
+from harnessrl_jax.rubric.judges.cache import JudgeCache, cache_key, call_keyer
 from harnessrl_jax.rubric.judges.parse import parse_rubric_verdicts, parse_verdict
 from harnessrl_jax.rubric.schema import Criterion, Task
 
@@ -185,7 +185,7 @@ class LLMJudge(Judge):
         return text
 
     def _key(self, messages: Sequence[dict[str, str]], schema: dict) -> str:
-        return cache_key({**self._identity(), "messages": list(messages), "schema": schema})
+        return call_keyer(self._identity())(messages, schema)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         d = min(self.max_backoff_s, self.backoff_s * 2 ** attempt)
@@ -250,21 +250,26 @@ class LLMJudge(Judge):
     def _calls(self, ti: int, task: Task, responses: Sequence[str], criteria: Sequence[Criterion]) -> list[_Call]:
         conversation = render_conversation(task)
         route = cache_key({"conversation": conversation})
+        # What the task's cells share is rendered once: its criteria and their schema (one object, serialised
+        # once by the cache keyer).
+        shown = [render_criterion(c) for c in criteria]
+        if self.mode == "per_criterion":
+            schema = verdict_schema(self.explanation_max_chars)
+        elif criteria:
+            listing = "\n".join(f"{i}. {c}" for i, c in enumerate(shown, start=1))
+            schema = rubric_schema(len(criteria), self.explanation_max_chars)
         calls = []
         for j, response in enumerate(responses):
             response = render_response(response)
             if self.mode == "per_criterion":
-                schema = verdict_schema(self.explanation_max_chars)
-                for k, c in enumerate(criteria):
+                for k, c in enumerate(shown):
                     text = templates.fill(self.criterion_template, conversation=conversation, response=response,
-                                          criterion=render_criterion(c))
+                                          criterion=c)
                     calls.append(_Call(({"role": "user", "content": text},), schema, ti, j, (k,), route))
             elif criteria:
-                listing = "\n".join(f"{i}. {render_criterion(c)}" for i, c in enumerate(criteria, start=1))
                 text = templates.fill(self.rubric_template, conversation=conversation, response=response,
                                       criteria=listing, n_criteria=len(criteria))
-                calls.append(_Call(({"role": "user", "content": text},),
-                                   rubric_schema(len(criteria), self.explanation_max_chars), ti, j,
+                calls.append(_Call(({"role": "user", "content": text},), schema, ti, j,
                                    tuple(range(len(criteria))), route))
         return calls
 
@@ -275,9 +280,10 @@ class LLMJudge(Judge):
         out = [ScoreMatrix.empty([c.id for c in cs], len(rs), self.name) for cs, rs in zip(criteria, responses)]
         calls = [call for ti, t in enumerate(tasks) for call in self._calls(ti, t, responses[ti], criteria[ti])]
         # A group often repeats a response word for word; judge each distinct prompt once.
+        key = call_keyer(self._identity())
         by_key: dict[str, list[_Call]] = {}
         for call in calls:
-            by_key.setdefault(self._key(call.messages, call.schema), []).append(call)
+            by_key.setdefault(key(call.messages, call.schema), []).append(call)
         if not by_key:
             return out
         groups = list(by_key.values())

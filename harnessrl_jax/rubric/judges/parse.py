@@ -162,6 +162,28 @@ def _agree(matches: list[str]) -> bool | None:
 
 def parse_verdict(text: str) -> Parsed:
     """The verdict in one judge answer about one criterion; Parsed(None, ...) when it cannot be read."""
+    return _schema_answer(text) or _read_verdict(text)
+
+
+def _schema_answer(text: str) -> Parsed | None:
+    """The answer as the verdict schema shapes it, exactly {"explanation": ..., "criteria_met": true|false} and
+    nothing around it, read as `_read_verdict` reads it; None for anything else."""
+    t = (text or "").strip()
+    # A fence and a thinking block's end both need these literal characters (re.I folds letters only).
+    if not (t.startswith("{") and t.endswith("}")) or "```" in t or "</" in t:
+        return None
+    try:
+        obj = json.loads(t)
+    except ValueError:
+        return None
+    if type(obj) is not dict or obj.keys() != {"explanation", "criteria_met"} or type(obj["criteria_met"]) is not bool:
+        return None
+    explanation = obj["explanation"]
+    return Parsed(obj["criteria_met"], "" if explanation is None else str(explanation), "json")
+
+
+def _read_verdict(text: str) -> Parsed:
+    """Every reading `parse_verdict` knows, in the module docstring's order."""
     t = strip_thinking(text or "").strip()
     for obj in json_objects(t):
         p = verdict_from_object(obj)

@@ -4,9 +4,10 @@
 The prompts, the verdict schema, the parsing, the cache and the failure accounting are the per-call judge's
 (`LLMJudge`); what differs is the transport. The messages are rendered here with the judge model's own chat template
 (the tokenizer files of the directory SGLang serves, or a GGUF), as SGLang's chat route would render them, and the
-verdict schema goes as `sampling_params.json_schema` (a JSON string). Calls are ordered by route (the task) so a
-request carries one task's prompts together, for the server's prefix cache; a request goes to the server its first
-route hashes to, a retry to that route's next server. A request that fails fails each of its calls; a prompt the
+verdict schema goes as `sampling_params.json_schema` (a JSON string); a one-user-message prompt is written into
+the template's frame, rendered once (`chat_frame`). Calls are ordered by route (the task) so a request carries one
+task's prompts together, for the server's prefix cache; a request goes to the server its first route hashes to, a
+retry to that route's next server. A request that fails fails each of its calls; a prompt the
 server aborts is asked again on its own schedule; what still fails is a NaN cell, as with the per-call judge.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import json
+import logging
 import os
 import time
 from typing import Any, Sequence
@@ -24,7 +26,11 @@ from harnessrl_jax.rubric.judges.base import ERROR, OK
 from harnessrl_jax.rubric.judges.llm import CallFailed, Completion
 from harnessrl_jax.rubric.judges.openai_compat import OpenAIJudge, _short
 
+log = logging.getLogger(__name__)
+
 Call = tuple[str, Sequence[dict[str, str]], dict, str]  # (cache key, messages, schema, route)
+# Probe contents: markup, quotes, braces and a newline inside; the second with whitespace at both ends.
+_PROBES = ("\x00probe<b>&'\"{x}\nend\x00", " \n\x00probe2 {{y}} </s>\x00\n ")
 
 
 def _load_tokenizer(tokenizer):
@@ -36,6 +42,22 @@ def _load_tokenizer(tokenizer):
         raise ValueError(f"SGLangJudge: {tokenizer} has no tokenizer with a chat template (the judge renders the "
                          f"prompts with the served model's template: give the directory SGLang serves)")
     return tok
+
+
+def chat_frame(tokenizer) -> tuple[str, str, bool] | None:
+    """(prefix, suffix, strip) when the chat template renders one user message of content c as prefix + c + suffix
+    (c.strip() when strip: a template that trims), found with two probe contents; None when it does anything else."""
+    def render(content):
+        return tokenizer.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
+
+    first, second = render(_PROBES[0]), render(_PROBES[1])
+    if first.count(_PROBES[0]) != 1:
+        return None
+    prefix, suffix = first.split(_PROBES[0])
+    for strip in (False, True):
+        if second == prefix + (_PROBES[1].strip() if strip else _PROBES[1]) + suffix:
+            return prefix, suffix, strip
+    return None
 
 
 class SGLangJudge(OpenAIJudge):
@@ -58,6 +80,7 @@ class SGLangJudge(OpenAIJudge):
                              f"root (http://HOST:PORT)")
         self.tokenizer = _load_tokenizer(tokenizer)
         self._template_digest = hashlib.sha256(self.tokenizer.chat_template.encode()).hexdigest()
+        self._frame = chat_frame(self.tokenizer)
         self.batch_size = batch_size
 
     def _identity(self) -> dict[str, Any]:
@@ -83,11 +106,31 @@ class SGLangJudge(OpenAIJudge):
         """The JSON body of one /generate request over (messages, schema) pairs: one sampling_params for all when
         they share the schema (as per-criterion calls do), else one per prompt."""
         schemas = [s for _, s in prompts]
-        same = all(s == schemas[0] for s in schemas[1:])
-        return {"text": [self.tokenizer.apply_chat_template(list(m), add_generation_prompt=True) for m, _ in prompts],
+        same = all(s is schemas[0] or s == schemas[0] for s in schemas[1:])
+        return {"text": self.render([m for m, _ in prompts]),
                 "sampling_params": self.sampling_params(schemas[0]) if same else [self.sampling_params(s)
                                                                                   for s in schemas],
                 "stream": False, **self.extra_body}
+
+    def render(self, prompts: Sequence[Sequence[dict[str, str]]]) -> list[str]:
+        """The prompts' texts as the served model's chat template renders them (with the generation prompt)."""
+        def full(messages):
+            return self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True)
+
+        frame = self._frame
+        if frame is None or not prompts:
+            return [full(m) for m in prompts]
+        prefix, suffix, strip = frame
+        out = [prefix + (m[0]["content"].strip() if strip else m[0]["content"]) + suffix
+               if len(m) == 1 and m[0].keys() == {"role", "content"} and m[0]["role"] == "user"
+               and type(m[0]["content"]) is str else full(m) for m in prompts]
+        # The probes cannot show a template that looks into the content: each request checks its first prompt.
+        if out[0] != full(prompts[0]):
+            log.warning("%s: the chat template renders this prompt otherwise than its frame; rendering every prompt "
+                        "through the template from now on", self.name)
+            self._frame = None
+            return [full(m) for m in prompts]
+        return out
 
     def _send_many(self, prompts: Sequence[tuple[Sequence[dict[str, str]], dict]]) -> list[tuple | CallFailed]:
         """One attempt at a request: per prompt (text, finish reason, usage), or a CallFailed for a prompt the

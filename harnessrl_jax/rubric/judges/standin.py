@@ -7,11 +7,14 @@ deterministically, slowly, or not at all.
     server.mode = "drop"                            # every connection closed unanswered ('503': Service Unavailable)
     server.fail_after = 40                          # requests after the 40th dropped (the server dies there)
     server.stop(); server.start()                   # the port closed (connection refused), then open again
+    with StandInProcess() as server: ...            # one in a child process: a benchmarked client pays none of its time
 
 Verdicts follow this package's prompts: a criterion is met when every term it quotes occurs in the response,
-case-insensitively, else when the response's length is even (`standin_verdict`); the hacking check answers 'not
-spurious', the LLM proposer 'no action', the pairwise oracle prefers more letters 'q'. Requests are recorded
-(`requests`, `by_prompt`, `max_inflight`); with `api_key` set, a request without its Bearer key gets 401.
+case-insensitively, else when the response's length is even (`standin_verdict`); it is answered in the verdict
+schema's JSON, or in words for a criterion marked '(in words)', or unreadably for one marked '(unreadable)'. The
+hacking check answers 'not spurious', the LLM proposer 'no action', the pairwise oracle prefers more letters 'q'.
+Requests are recorded (`requests`, `by_prompt`, `max_inflight`); with `api_key` set, a request without its Bearer
+key gets 401.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ from __future__ import annotations
 import collections
 import http.server
 import json
+import multiprocessing
 import re
 import socket
 import threading
 from typing import Any
 
 MODES = ("up", "drop", "503")
+_DUMPS = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(obj, ensure_ascii=False), one encoder for all
 _QUOTED = re.compile(r"'([^']+)'|\"([^\"]+)\"")
 
 
@@ -62,8 +67,8 @@ def _criterion_text(line: str) -> str:
     return re.sub(r"^\s*(\d+\.\s*)?\[[^\]]*points[^\]]*\]\s*", "", line).strip()
 
 
-def answer(prompt: str) -> dict[str, Any]:
-    """The stand-in's JSON answer to one prompt of this package's templates."""
+def answer(prompt: str) -> dict[str, Any] | str:
+    """The stand-in's answer to one prompt of this package's templates: an object to send as JSON, or text."""
     if "# Responses that MEET the criterion" in prompt:  # evolver/prompts/hacking_check.txt
         return {"explanation": "stand-in", "pattern": "none", "phrase": "", "spurious": False}
     if '"actions"' in prompt and "rationale" in prompt:  # evolver/prompts/proposer.txt
@@ -82,7 +87,16 @@ def answer(prompt: str) -> dict[str, Any]:
         return {str(n): {"explanation": "stand-in", "criteria_met": standin_verdict(_criterion_text(line), response)}
                 for n, line in enumerate(lines, 1)}
     criterion = _criterion_text(_section(prompt, "# Criterion\n"))
-    return {"explanation": "stand-in", "criteria_met": standin_verdict(criterion, response)}
+    met = standin_verdict(criterion, response)
+    if "(unreadable)" in criterion:
+        return "I cannot grade this."
+    if "(in words)" in criterion:
+        return "MET" if met else "NOT MET: stand-in"
+    return {"explanation": "stand-in", "criteria_met": met}
+
+
+def _text(answer: dict[str, Any] | str) -> str:
+    return answer if isinstance(answer, str) else _DUMPS(answer)
 
 
 class _HTTPServer(http.server.ThreadingHTTPServer):
@@ -187,13 +201,13 @@ class StandInServer:
                     if server.latency_s:
                         server._closing.wait(server.latency_s)
                     if native:
-                        items = [{"text": json.dumps(answer(t), ensure_ascii=False),
+                        items = [{"text": _text(answer(t)),
                                   "meta_info": {"id": str(n), "finish_reason": {"type": "stop", "matched": 0},
                                                 "prompt_tokens": len(t.split()), "completion_tokens": 8}}
                                  for n, t in enumerate(texts)]
                         return self._send(200, items if isinstance(body["text"], list) else items[0])
                     prompt = texts[0]
-                    content = json.dumps(answer(prompt), ensure_ascii=False)
+                    content = _text(answer(prompt))
                     self._send(200, {"id": "standin", "object": "chat.completion", "model": body.get("model", ""),
                                      "choices": [{"index": 0, "finish_reason": "stop",
                                                   "message": {"role": "assistant", "content": content}}],
@@ -232,6 +246,53 @@ class StandInServer:
 
     def close(self) -> None:
         self.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _serve_child(conn, kwargs) -> None:
+    import time
+
+    with StandInServer(**kwargs) as server:
+        conn.send(server.port)
+        while (what := conn.recv()) != "stop":
+            conn.send(server.requests if what == "requests" else time.process_time())
+
+
+class StandInProcess:
+    """A StandInServer (settings as its constructor's) in a child process with its own interpreter: the URLs, the
+    request count and the CPU time of one, none of its time spent in this process."""
+
+    def __init__(self, **kwargs):
+        spawn = multiprocessing.get_context("spawn")  # a fresh interpreter, whatever threads this process runs
+        self._conn, child = spawn.Pipe()
+        self._process = spawn.Process(target=_serve_child, args=(child, kwargs), daemon=True)
+        self._process.start()
+        self.port = self._conn.recv()
+
+    base_url, root_url = StandInServer.base_url, StandInServer.root_url
+
+    def _ask(self, what: str):
+        self._conn.send(what)
+        return self._conn.recv()
+
+    @property
+    def requests(self) -> int:
+        return self._ask("requests")
+
+    @property
+    def cpu_s(self) -> float:
+        """The child's CPU seconds so far (every thread of the server)."""
+        return self._ask("cpu_s")
+
+    def close(self) -> None:
+        if self._process.is_alive():
+            self._conn.send("stop")
+            self._process.join(10)
 
     def __enter__(self):
         return self
