@@ -456,8 +456,10 @@ def test_a_run_killed_while_writing_resumes_exactly(setting, straight, tmp_path,
     _, flags = setting
     ref, _ = straight
     workdir = str(tmp_path / "run")
+    # no re-execution for malloc's tunables (cli.reexec_with_malloc_tunables): it would drop the killing patch
     proc = subprocess.run([sys.executable, "-c", KILL.format(point=point), "--", *flags, f"--workdir={workdir}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600, env=os.environ)
+                          cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "HARNESSRL_NO_REEXEC": "1"})
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     ckpts = sorted(os.listdir(os.path.join(workdir, "checkpoints")))
     if point == "checkpoint":
