@@ -1,5 +1,6 @@
-"""The testbed's measurements (eval.testbed): what "still failing" means per planted class, the attributor's
-precision and recall against the planted labels, and the expectations' verdicts, each against hand counts."""
+"""The testbed's measurements (eval.testbed): what "still failing" means per planted class, a surface feature's net
+pay under a rubric, the final rubric read from the last draw, the attributor's precision and recall against the
+planted labels, and the expectations' verdicts, each against hand counts."""
 
 import json
 import math
@@ -9,7 +10,8 @@ import pytest
 
 from harnessrl_jax.data.world import load_world
 from harnessrl_jax.eval import testbed
-from harnessrl_jax.memory.store import DrawRecord, RecordStore
+from harnessrl_jax.memory.store import ActionRecord, DrawRecord, RecordStore
+from harnessrl_jax.rubric.schema import Criterion
 
 RECORD = {"id": "bees", "domain": "testbed", "prompt": "tell me about bees",
           "rubrics": [{"id": "b/fact", "criterion": "The response mentions 'honey'.", "points": 3, "planted": "agree",
@@ -36,19 +38,80 @@ def world(tmp_path):
 
 
 def test_still_failing_reads_each_class_as_documented(world):
-    # catches: a class judged by the wrong side (blind by "some met", saturated without the kept check, ...)
+    # catches: a class judged by the wrong side (blind by "some met", saturated without the kept check, spurious
+    # by the criterion's presence instead of its feature's pay)
     c = {x.id: x for x in world.tasks[0].criteria}
     yes, no = ["Bees have nectar!", "Bees have honey."], ["Bees have honey.", "Bees have wax."]
-    assert testbed.still_failing("blind", c["b/extra"], no, kept=False)
-    assert not testbed.still_failing("blind", c["b/extra"], yes, kept=True)  # met once: no longer blind
-    assert testbed.still_failing("saturated", c["b/topic"], no, kept=True)
-    assert not testbed.still_failing("saturated", c["b/topic"], no, kept=False)  # rewritten: fixed
-    assert not testbed.still_failing("saturated", c["b/topic"], no + ["They have wax."], kept=True)
-    assert testbed.still_failing("spurious", c["b/excl"], yes, kept=True)  # still pays the '!'
-    assert not testbed.still_failing("spurious", c["b/excl"], yes, kept=False)  # removed or reworded
-    assert not testbed.still_failing("spurious", c["b/excl"], no, kept=True)  # pays no response
-    assert testbed.still_failing("agree", c["b/fact"], yes, kept=False)
-    assert not testbed.still_failing("agree", c["b/fact"], yes, kept=True)
+    assert testbed.still_failing("blind", c["b/extra"], no, False, math.nan)
+    assert not testbed.still_failing("blind", c["b/extra"], yes, True, math.nan)  # met once: no longer blind
+    assert testbed.still_failing("saturated", c["b/topic"], no, True, math.nan)
+    assert not testbed.still_failing("saturated", c["b/topic"], no, False, math.nan)  # rewritten: fixed
+    assert not testbed.still_failing("saturated", c["b/topic"], no + ["They have wax."], True, math.nan)
+    assert testbed.still_failing("spurious", c["b/excl"], yes, True, 22.2)  # the '!' still pays
+    assert not testbed.still_failing("spurious", c["b/excl"], yes, True, 0.0)  # kept, but cancelled
+    assert not testbed.still_failing("spurious", c["b/excl"], yes, True, -5.0)  # now penalised
+    # no edit possible: kept and met by some response, as nothing else is known
+    assert testbed.still_failing("spurious", c["b/excl"], yes, True, math.nan)
+    assert not testbed.still_failing("spurious", c["b/excl"], no, True, math.nan)
+    assert testbed.still_failing("agree", c["b/fact"], yes, False, math.nan)
+    assert not testbed.still_failing("agree", c["b/fact"], yes, True, math.nan)
+
+
+def _rule(cid, points, rule_id, **kwargs):
+    return Criterion(cid, cid, points, ("verifier:rule", f"rule:{rule_id}", "rule_kwargs:" + json.dumps(kwargs)))
+
+
+def test_feature_pair_edits_only_the_surface_feature():
+    # catches: an edit that also drops a fact (the '!' sentence removed), a with-side that does not carry the
+    # feature, a pair produced where no edit flips the rule
+    excl = _rule("excl", 2, "startend:end_checker", end_phrase="!")
+    assert testbed.feature_pair(excl, "Bees have honey!", []) == ("Bees have honey.", "Bees have honey!")
+    assert testbed.feature_pair(excl, "Bees have honey.", []) == ("Bees have honey.", "Bees have honey!")
+    claim = _rule("claim", 2, "keywords:existence", keywords=["requirements are met"])
+    pool = ["Bees have wax. All requirements are met.", "Bees have honey."]
+    assert testbed.feature_pair(claim, "Bees have honey.", pool) == \
+        ("Bees have honey.", "Bees have honey. All requirements are met.")
+    assert testbed.feature_pair(claim, pool[0], pool) == ("Bees have wax.", pool[0])
+    assert testbed.feature_pair(claim, "Bees have honey.", ["Bees have wax."]) is None  # no sentence carries it
+    stuff = _rule("stuff", 2, "keywords:frequency", keyword="bees", frequency=3, relation="at least")
+    assert testbed.feature_pair(stuff, "Bees bees bees. Bees have honey.", []) == \
+        ("Bees have honey.", "Bees have honey. Bees bees bees.")
+    pad = _rule("pad", 2, "length_constraints:number_words", num_words=8, relation="at least")
+    assert testbed.feature_pair(pad, "Bees have honey.", []) == ("Bees have honey.",
+                                                                 "Bees have honey. It is so. It is so.")
+    assert testbed.feature_pair(pad, "Bees have honey. They have wax. They make it.", []) is None  # no `without`
+
+
+def test_surface_pay_sees_every_kind_of_fix():
+    # catches the old reading's miss: a counter-criterion that cancels the feature's pay while the spurious
+    # criterion is kept; and a reweight, a deletion, a sign flip
+    fact = _rule("fact", 3, "keywords:existence", keywords=["honey"])
+    excl = _rule("excl", 2, "startend:end_checker", end_phrase="!")
+    counter = _rule("counter", -2, "keywords:regex_match", pattern="!$")
+    responses = ["Bees have honey!", "Bees have wax."]
+    assert testbed.surface_pay(excl, [fact, excl], responses) == pytest.approx(100 * 2 / 5)
+    assert testbed.surface_pay(excl, [fact, excl, counter], responses) == pytest.approx(0.0)
+    reweighted = Criterion("excl", "excl", 0.5, excl.tags)
+    assert testbed.surface_pay(excl, [fact, reweighted], responses) == pytest.approx(100 * 0.5 / 3.5)
+    assert testbed.surface_pay(excl, [fact], responses) == pytest.approx(0.0)
+    assert testbed.surface_pay(excl, [fact, Criterion("excl", "excl", -2, excl.tags)], responses) == \
+        pytest.approx(-100 * 2 / 3)
+
+
+def test_final_rubric_applies_the_last_draws_accepted_updates():
+    # catches: the last draw's own accepted update missed (seen only at a later draw), a rejected one applied
+    tags = ["verifier:rule", "rule:keywords:existence", 'rule_kwargs:{"keywords": ["honey"]}']
+    slice_ = {"criteria": {"b/fact": {"text": "honey", "points": 3, "tags": tags, "anchor": True},
+                           "b/excl": {"text": "excl", "points": 2, "tags": tags, "anchor": False}}}
+    new = {"text": "counter", "points": -2, "tags": tags, "anchor": False}
+    actions = (ActionRecord("rubric", "create_criterion", "accepted", changes={"criteria.b/h0": [None, new]}),
+               ActionRecord("rubric", "reweight_criterion", "accepted", changes={"criteria.b/fact.points": [3, 4]}),
+               ActionRecord("rubric", "delete_criterion", "rejected", changes={"criteria.b/excl": [{}, None]}))
+    record = DrawRecord(step=3, task_id="bees", criterion_ids=("b/fact", "b/excl"), criterion_texts=("honey", "excl"),
+                        responses=("a",), scores=np.zeros((2, 1)), rewards=np.zeros(1), harness=slice_,
+                        actions=actions)
+    got = {c.id: (c.text, c.points) for c in testbed.final_rubric(record)}
+    assert got == {"b/fact": ("honey", 4.0), "b/excl": ("excl", 2.0), "b/h0": ("counter", -2.0)}
 
 
 def _draw(step, ids, texts, responses, labels):
