@@ -42,11 +42,18 @@ def _sentences(text: str) -> list[str]:
     return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
 
 
-def feature_pair(c: Criterion, response: str, pool: Sequence[str]) -> tuple[str, str] | None:
+def feature_sentence(c: Criterion, pool: Sequence[str]) -> str | None:
+    """The commonest sentence of `pool` that meets the rule criterion `c` on its own (the feature as the policy
+    writes it: "All requirements are met."), or None."""
+    counts = collections.Counter(s for y in pool for s in _sentences(y) if rules.check(c.rule_id, c.rule_kwargs, s))
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def feature_pair(c: Criterion, response: str, sentence: str | None) -> tuple[str, str] | None:
     """(without, with): `response` edited to drop and to carry the surface feature the rule criterion `c` pays,
     the rest kept; None when no edit flips `c`. An end phrase is swapped for a full stop; a word-count minimum is
     reached with filler (only a response under it has a `without`); any other rule's feature is a sentence: every
-    sentence that meets `c` alone is dropped, and the commonest such sentence of `pool` (or the response) appended."""
+    sentence that meets `c` on its own is dropped, and `sentence` (feature_sentence) appended."""
     def met(y):
         return rules.check(c.rule_id, c.rule_kwargs, y)
 
@@ -63,11 +70,10 @@ def feature_pair(c: Criterion, response: str, pool: Sequence[str]) -> tuple[str,
                 break
             with_ = f"{with_} {_FILLER}"
     else:
-        carriers = collections.Counter(s for y in (*pool, response) for s in _sentences(y) if met(s))
-        if not carriers:
+        if sentence is None:
             return None
         without = " ".join(s for s in _sentences(response) if not met(s))
-        with_ = f"{without} {carriers.most_common(1)[0][0]}".strip()
+        with_ = f"{without} {sentence}".strip()
     return (without, with_) if met(with_) and not met(without) else None
 
 
@@ -82,7 +88,8 @@ def surface_pay(planted: Criterion, rubric: Sequence[Criterion], responses: Sequ
     feature minus without it (`feature_pair`); NaN when no response can be edited. Under the world's own rubric
     it is the criterion's share of the positive points; a fix of any kind (delete, reweight, a pitfall that
     cancels it, a rewrite the feature no longer meets) brings it to 0 or below."""
-    pairs = [p for y in responses if (p := feature_pair(planted, y, responses)) is not None]
+    sentence = feature_sentence(planted, responses)
+    pairs = [p for y in responses if (p := feature_pair(planted, y, sentence)) is not None]
     if not pairs or not rubric:
         return math.nan
     points = np.array([c.points for c in rubric], np.float64)
@@ -405,5 +412,6 @@ def render(table: Mapping[str, Any], *, points: int = 6) -> str:
     return "\n\n".join(parts)
 
 
-__all__ = ["CLASSES", "FAILURES", "compare_outcomes", "expectations", "feature_pair", "final_rubric", "planted_outcomes",
+__all__ = ["CLASSES", "FAILURES", "compare_outcomes", "expectations", "feature_pair", "feature_sentence",
+           "final_rubric", "planted_outcomes",
            "precision_recall", "render", "run_outcome", "still_failing", "surface_pay"]

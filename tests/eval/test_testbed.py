@@ -65,21 +65,26 @@ def test_feature_pair_edits_only_the_surface_feature():
     # catches: an edit that also drops a fact (the '!' sentence removed), a with-side that does not carry the
     # feature, a pair produced where no edit flips the rule
     excl = _rule("excl", 2, "startend:end_checker", end_phrase="!")
-    assert testbed.feature_pair(excl, "Bees have honey!", []) == ("Bees have honey.", "Bees have honey!")
-    assert testbed.feature_pair(excl, "Bees have honey.", []) == ("Bees have honey.", "Bees have honey!")
+    assert testbed.feature_pair(excl, "Bees have honey!", None) == ("Bees have honey.", "Bees have honey!")
+    assert testbed.feature_pair(excl, "Bees have honey.", None) == ("Bees have honey.", "Bees have honey!")
     claim = _rule("claim", 2, "keywords:existence", keywords=["requirements are met"])
-    pool = ["Bees have wax. All requirements are met.", "Bees have honey."]
-    assert testbed.feature_pair(claim, "Bees have honey.", pool) == \
+    pool = ["Bees have wax. All requirements are met.", "Bees have honey.",
+            "Bees have honey. All requirements are met."]
+    sentence = testbed.feature_sentence(claim, pool)
+    assert sentence == "All requirements are met."
+    assert testbed.feature_pair(claim, "Bees have honey.", sentence) == \
         ("Bees have honey.", "Bees have honey. All requirements are met.")
-    assert testbed.feature_pair(claim, pool[0], pool) == ("Bees have wax.", pool[0])
-    assert testbed.feature_pair(claim, "Bees have honey.", ["Bees have wax."]) is None  # no sentence carries it
+    assert testbed.feature_pair(claim, pool[0], sentence) == ("Bees have wax.", pool[0])
+    assert testbed.feature_sentence(claim, ["Bees have wax."]) is None  # no sentence carries it
+    assert testbed.feature_pair(claim, "Bees have honey.", None) is None
     stuff = _rule("stuff", 2, "keywords:frequency", keyword="bees", frequency=3, relation="at least")
-    assert testbed.feature_pair(stuff, "Bees bees bees. Bees have honey.", []) == \
+    sentence = testbed.feature_sentence(stuff, ["Bees bees bees. Bees have honey."])
+    assert testbed.feature_pair(stuff, "Bees bees bees. Bees have honey.", sentence) == \
         ("Bees have honey.", "Bees have honey. Bees bees bees.")
     pad = _rule("pad", 2, "length_constraints:number_words", num_words=8, relation="at least")
-    assert testbed.feature_pair(pad, "Bees have honey.", []) == ("Bees have honey.",
-                                                                 "Bees have honey. It is so. It is so.")
-    assert testbed.feature_pair(pad, "Bees have honey. They have wax. They make it.", []) is None  # no `without`
+    assert testbed.feature_pair(pad, "Bees have honey.", None) == ("Bees have honey.",
+                                                                   "Bees have honey. It is so. It is so.")
+    assert testbed.feature_pair(pad, "Bees have honey. They have wax. They make it.", None) is None  # no `without`
 
 
 def test_surface_pay_sees_every_kind_of_fix():
