@@ -146,8 +146,9 @@ def final_rubric(record) -> list[Criterion]:
 def planted_outcomes(store: RecordStore, world: World) -> dict[str, Any]:
     """Per planted criterion whether it still fails at the end (`failing`: {class: {task/criterion: 0|1}}) and
     each spurious one's surface pay (`pay`: {task/criterion: reward points}), and the attributor's labels against
-    the planted ones over every draw (`labels`: {planted class: {label: count}}), counting draws whose rubric
-    still holds the criterion in its world wording."""
+    the planted ones over every draw (`labels`: {planted class: {label: count}}; `surface_labels`: the spurious
+    ones' by surface feature, {surface: {label: count}}), counting draws whose rubric still holds the criterion
+    in its world wording."""
     last = _last_draws(store)
     pool: dict[str, list[str]] = collections.defaultdict(list)
     for r in store.draws():
@@ -167,6 +168,7 @@ def planted_outcomes(store: RecordStore, world: World) -> dict[str, Any]:
             failing[cls][c.id] = int(still_failing(cls, c, r.responses, wording.get(c.id) == c.text,
                                                    pay.get(c.id, math.nan)))
     labels: dict[str, dict[str, int]] = {c: {} for c in CLASSES}
+    by_surface: dict[str, dict[str, int]] = {}
     texts = {(t.id, c.id): c.text for t in world.tasks for c in t.criteria}
     for r in store.draws():
         for cid, text in zip(r.criterion_ids, r.criterion_texts):
@@ -175,7 +177,10 @@ def planted_outcomes(store: RecordStore, world: World) -> dict[str, Any]:
                 continue
             label = r.labels.get(cid, "agree")
             labels[cls][label] = labels[cls].get(label, 0) + 1
-    return {"failing": failing, "pay": pay, "labels": labels}
+            if cls == "spurious":
+                counts = by_surface.setdefault(world.surface[(r.task_id, cid)], {})
+                counts[label] = counts.get(label, 0) + 1
+    return {"failing": failing, "pay": pay, "labels": labels, "surface_labels": by_surface}
 
 
 def precision_recall(labels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, float]]:
@@ -262,6 +267,14 @@ def compare_outcomes(runs: Mapping[str, Sequence[Mapping[str, Any]]], reference:
                 for label, k in counts.items():
                     pooled[cls][label] = pooled[cls].get(label, 0) + k
         row["attributor"] = precision_recall(pooled)
+        surfaces: dict[str, dict[str, int]] = {}
+        for o in outcomes:
+            for surface, counts in o.get("surface_labels", {}).items():
+                for label, k in counts.items():
+                    surfaces.setdefault(surface, {})[label] = surfaces.setdefault(surface, {}).get(label, 0) + k
+        row["attributor_by_surface"] = {srf: {"recall": counts.get("spurious", 0) / sum(counts.values()),
+                                              "planted": sum(counts.values()), "labels": counts}
+                                        for srf, counts in sorted(surfaces.items()) if counts}
         grid = _grid(outcomes, lambda o: o["final_oracle"])
         per_seed = np.nanmean(grid, 0)
         mean, lo, hi = stats.bootstrap_mean(per_seed, n=n)
@@ -347,6 +360,10 @@ def _f(x, digits=1) -> str:
     return "nan" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
 
 
+def _labels(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{label} {k}" for label, k in sorted(counts.items(), key=lambda x: -x[1]))
+
+
 def _interval(e: Mapping[str, float], scale=100.0) -> str:
     if "diff" not in e:
         return "(ref)"
@@ -400,6 +417,18 @@ def render(table: Mapping[str, Any], *, points: int = 6) -> str:
         rows.append(row)
     parts.append("Attributor precision / recall per planted class (%, draws pooled over seeds):\n"
                  + tables.markdown(rows))
+    surfaces = sorted({srf for r in arms.values() for srf in r.get("attributor_by_surface", {})})
+    if surfaces:
+        rows = []
+        for arm, r in arms.items():
+            row = {"arm": arm}
+            for srf in surfaces:
+                a = r["attributor_by_surface"].get(srf)
+                row[srf] = "-" if a is None else \
+                    f"R {_f(100 * a['recall'], 0)} (n {a['planted']}; {_labels(a['labels'])})"
+            rows.append(row)
+        parts.append("Attributor recall on the planted spurious criteria per surface feature (%, draws pooled over "
+                     "seeds; what the draws were labelled):\n" + tables.markdown(rows))
     rows = []
     for arm, r in arms.items():
         e = r["final_oracle"]

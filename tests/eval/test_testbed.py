@@ -145,6 +145,7 @@ def test_planted_outcomes_count_labels_and_the_last_draw(tmp_path, world):
     # the reworded b/excl of step 2 is not counted; b/fact unlabelled at step 1 counts as agree
     assert out["labels"] == {"blind": {"agree": 1, "blind": 1}, "saturated": {"saturated": 2},
                              "spurious": {"spurious": 1}, "agree": {"agree": 1, "spurious": 1}}
+    assert out["surface_labels"] == {"exclaim": {"spurious": 1}}
     pr = testbed.precision_recall(out["labels"])
     assert pr["blind"]["precision"] == 1.0 and pr["blind"]["recall"] == 0.5
     assert pr["spurious"]["precision"] == 0.5 and pr["spurious"]["recall"] == 1.0  # b/fact mislabelled spurious
@@ -153,11 +154,14 @@ def test_planted_outcomes_count_labels_and_the_last_draw(tmp_path, world):
 
 def _outcome(reward, oracle, failing, reversal=0.0):
     stats = {"reward_first": reward[0], "reward_last": reward[1], "oracle_first": oracle[0],
-             "oracle_last": oracle[1], "reversal_rate": reversal}
+             "oracle_last": oracle[1], "reversal_rate": reversal, "accepted": 0.0,
+             **{k: 0.0 for k in ("oracle_agreement", "pair_agree", "pair_reward_tie_blind",
+                                 "pair_reward_tie_saturated", "pair_wrong_direction", "pair_oracle_tie")}}
     return {"curves": {"step": [1, 2], "reward": list(reward), "oracle": list(oracle)}, "stats": stats,
             "end_classes": {c: 0.0 for c in testbed.CLASSES},
             "failing": {c: {f"{c}{i}": v for i, v in enumerate(failing.get(c, [1, 1]))} for c in testbed.CLASSES},
-            "labels": {c: {} for c in testbed.CLASSES}, "final_oracle": {"a": oracle[1], "b": oracle[1]}}
+            "labels": {c: {} for c in testbed.CLASSES}, "final_oracle": {"a": oracle[1], "b": oracle[1]},
+            "pay": {"s0": 22.2, "s1": 0.0}, "surface_labels": {"exclaim": {"spurious": 1, "agree": 3}}}
 
 
 def test_expectations_hold_only_when_the_interval_excludes_zero():
@@ -178,3 +182,6 @@ def test_expectations_hold_only_when_the_interval_excludes_zero():
     assert rows["removing the critic raises reversals"].startswith("not held (right direction")
     assert math.isclose(table["arms"]["harnessrl"]["failing_blind"]["diff"], -5 / 6)
     assert math.isclose(table["arms"]["harnessrl"]["final_oracle"]["diff"], 40 - 19)
+    # per surface feature, pooled over the seeds: 3 of 12 draws labelled spurious
+    assert table["arms"]["grpo"]["attributor_by_surface"]["exclaim"]["recall"] == 0.25
+    assert "R 25 (n 12; agree 9, spurious 3)" in testbed.render(table)
