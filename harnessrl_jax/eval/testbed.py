@@ -14,7 +14,7 @@ import collections
 import math
 import os
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -231,6 +231,22 @@ def _grid(outcomes: Sequence[Mapping[str, Any]], get) -> np.ndarray:
     return np.array([[get(o)[i] for o in outcomes] for i in items], np.float64)
 
 
+def _mean_pay(outcomes: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """[seeds]: each run's mean surface pay over its planted spurious criteria (NaN for a run without any)."""
+    return np.array([np.nanmean(list(o["pay"].values())) if o.get("pay") else math.nan for o in outcomes])
+
+
+def _pooled(counts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
+    """{key: {label: count}} summed over runs."""
+    out: dict[str, dict[str, int]] = {}
+    for run in counts:
+        for key, labels in run.items():
+            into = out.setdefault(key, {})
+            for label, k in labels.items():
+                into[label] = into.get(label, 0) + k
+    return out
+
+
 def compare_outcomes(runs: Mapping[str, Sequence[Mapping[str, Any]]], reference: str = "grpo", *,
                      n: int = 10_000) -> dict[str, Any]:
     """Per arm (its seeds' run_outcome records, seeds in the same order in every arm): the mean curves, the mean
@@ -255,23 +271,13 @@ def compare_outcomes(runs: Mapping[str, Sequence[Mapping[str, Any]]], reference:
                 d, lo, hi, p = stats.run_level_test(_grid(ref, lambda o, c=cls: o["failing"][c]), grid, n=n)
                 entry.update(diff=d, low=lo, high=hi, p=p)
             row[f"failing_{cls}"] = entry
-        pays = np.array([np.nanmean(list(o["pay"].values())) if o.get("pay") else math.nan for o in outcomes])
+        pays, ref_pays = _mean_pay(outcomes), _mean_pay(ref)
         row["pay"] = {"mean": float(np.nanmean(pays)) if np.isfinite(pays).any() else math.nan}
-        ref_pays = np.array([np.nanmean(list(o["pay"].values())) if o.get("pay") else math.nan for o in ref])
         if arm != reference and np.isfinite(pays).all() and np.isfinite(ref_pays).all():
             d, lo, hi, p = stats.run_level_test(ref_pays[None, :], pays[None, :], n=n)
             row["pay"].update(diff=d, low=lo, high=hi, p=p)
-        pooled: dict[str, dict[str, int]] = {c: {} for c in CLASSES}
-        for o in outcomes:
-            for cls, counts in o["labels"].items():
-                for label, k in counts.items():
-                    pooled[cls][label] = pooled[cls].get(label, 0) + k
-        row["attributor"] = precision_recall(pooled)
-        surfaces: dict[str, dict[str, int]] = {}
-        for o in outcomes:
-            for surface, counts in o.get("surface_labels", {}).items():
-                for label, k in counts.items():
-                    surfaces.setdefault(surface, {})[label] = surfaces.setdefault(surface, {}).get(label, 0) + k
+        row["attributor"] = precision_recall(_pooled(o["labels"] for o in outcomes))
+        surfaces = _pooled(o.get("surface_labels", {}) for o in outcomes)
         row["attributor_by_surface"] = {srf: {"recall": counts.get("spurious", 0) / sum(counts.values()),
                                               "planted": sum(counts.values()), "labels": counts}
                                         for srf, counts in sorted(surfaces.items()) if counts}
