@@ -9,9 +9,9 @@ Arms are launch/compare.py's (`NAME` or `NAME=KEY=VALUE,...`; eval.comparison), 
 the world and steps given here; every arm shares the budget, sampling, tasks, judge and evaluation (LOCKED). Each
 run trains into OUT/<arm>-s<seed>; its measurements go to testbed_outcome.json there (a rerun skips a measured
 run), the comparison to OUT/testbed.json. Printed per arm: reward and oracle per step, the pair classes against the
-hidden oracle, the share of each planted class still failing at the end, the attributor's precision and recall
-per planted class, the reversal rate, the final oracle score with run-level intervals, and the expectations of
-docs/testbed.md as held or not held.
+hidden oracle, the share of each planted class still failing at the end and the planted surface features' net
+pay, the attributor's precision and recall per planted class (and per surface feature), the reversal rate, the
+final oracle score with run-level intervals, and the expectations of docs/testbed.md as held or not held.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The testbed's measurements of a run against its world's planted labels (docs/testbed.md), and the comparison's
 tables: per arm the reward and oracle curves, the pair classes, the share of each planted class still failing at the
-end, the attributor's precision and recall per planted class, the reversal rate and the final oracle score.
+end (a spurious criterion by the net reward its surface feature still earns, `surface_pay`), the attributor's
+precision and recall per planted class, the reversal rate and the final oracle score.
 
     out = run_outcome(workdir, world)      # one run: curves, planted shares, attributor counts, final oracle
     table = compare_outcomes({arm: [outcome per seed]}, reference="grpo")
@@ -9,9 +10,11 @@ end, the attributor's precision and recall per planted class, the reversal rate 
 
 from __future__ import annotations
 
+import collections
 import math
 import os
-from typing import Any, Mapping, Sequence
+import re
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -19,6 +22,7 @@ from harnessrl_jax.data.world import World
 from harnessrl_jax.eval import cadence, stats, tables
 from harnessrl_jax.memory.store import RecordStore
 from harnessrl_jax.rubric import rules
+from harnessrl_jax.rubric.reward import rubric_reward
 from harnessrl_jax.rubric.schema import Criterion
 
 FAILURES = ("blind", "saturated", "spurious")  # the planted classes a method exists to fix
@@ -29,19 +33,83 @@ def _met(c: Criterion, responses: Sequence[str]) -> np.ndarray:
     return np.array([rules.check(c.rule_id, c.rule_kwargs, r) for r in responses], bool)
 
 
-def still_failing(planted: str, criterion: Criterion, responses: Sequence[str], kept: bool) -> bool:
-    """Whether a planted criterion still fails at the end, from the task's last draw (its responses, and `kept`:
-    the criterion is still in the task's rubric with its world wording). blind: no response meets it (judged by
-    its own rule, whatever the rubric became); saturated: every response meets it and it is still kept (a reward
-    term that cannot separate); spurious: it is still kept and some response meets it (it still pays the surface
-    feature); agree: it was rewritten or removed (a working criterion lost)."""
-    met = _met(criterion, responses)
+# -- a surface feature's net pay: a response edited to carry it and to drop it, scored under a rubric
+
+_FILLER = "It is so."  # length padding that no world criterion reads (no fact, no topic, no claim, no repeat)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
+
+
+def feature_sentence(c: Criterion, pool: Sequence[str]) -> str | None:
+    """The commonest sentence of `pool` that meets the rule criterion `c` on its own (the feature as the policy
+    writes it: "All requirements are met."), or None."""
+    counts = collections.Counter(s for y in pool for s in _sentences(y) if rules.check(c.rule_id, c.rule_kwargs, s))
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def feature_pair(c: Criterion, response: str, sentence: str | None) -> tuple[str, str] | None:
+    """(without, with): `response` edited to drop and to carry the surface feature the rule criterion `c` pays,
+    the rest kept; None when no edit flips `c`. An end phrase is swapped for a full stop; a word-count minimum is
+    reached with filler (only a response under it has a `without`); any other rule's feature is a sentence: every
+    sentence that meets `c` on its own is dropped, and `sentence` (feature_sentence) appended."""
+    def met(y):
+        return rules.check(c.rule_id, c.rule_kwargs, y)
+
+    if c.rule_id == "startend:end_checker":
+        end, base = str(c.rule_kwargs["end_phrase"]).strip(), response.strip()
+        if base.lower().endswith(end.lower()):
+            base = base[:len(base) - len(end)]
+        base = base.rstrip(".!? ")
+        without, with_ = base + ".", base + end
+    elif c.rule_id == "length_constraints:number_words" and c.rule_kwargs.get("relation") == "at least":
+        without = with_ = response.strip()
+        for _ in range(int(c.rule_kwargs["num_words"])):
+            if met(with_):
+                break
+            with_ = f"{with_} {_FILLER}"
+    else:
+        if sentence is None:
+            return None
+        without = " ".join(s for s in _sentences(response) if not met(s))
+        with_ = f"{without} {sentence}".strip()
+    return (without, with_) if met(with_) and not met(without) else None
+
+
+def _scores(criteria: Sequence[Criterion], response: str) -> np.ndarray:
+    return np.array([float(rules.check(c.rule_id, c.rule_kwargs, response)) if c.verifier == "rule" else math.nan
+                     for c in criteria])
+
+
+def surface_pay(planted: Criterion, rubric: Sequence[Criterion], responses: Sequence[str]) -> float:
+    """The reward points the surface feature of a planted spurious criterion still earns under `rubric` (every
+    criterion with its points, counter-criteria included): the mean over `responses` of the reward with the
+    feature minus without it (`feature_pair`); NaN when no response can be edited. Under the world's own rubric
+    it is the criterion's share of the positive points; a fix of any kind (delete, reweight, a pitfall that
+    cancels it, a rewrite the feature no longer meets) brings it to 0 or below."""
+    sentence = feature_sentence(planted, responses)
+    pairs = [p for y in responses if (p := feature_pair(planted, y, sentence)) is not None]
+    if not pairs or not rubric:
+        return math.nan
+    points = np.array([c.points for c in rubric], np.float64)
+    S = np.stack([np.stack([_scores(rubric, y) for y in pair], 1) for pair in pairs], 0)  # [pairs, K, 2]
+    return float(np.mean([np.diff(rubric_reward(points, s))[0] for s in S]))
+
+
+def still_failing(planted: str, criterion: Criterion, responses: Sequence[str], kept: bool, pay: float) -> bool:
+    """Whether a planted criterion still fails at the end, from the task's last draw (its responses; `kept`: the
+    criterion is still in the task's rubric with its world wording; `pay`: its surface feature's net pay under
+    the final rubric, `surface_pay`). blind: no response meets it (judged by its own rule, whatever the rubric
+    became); saturated: every response meets it and it is still kept (a reward term that cannot separate);
+    spurious: its feature still earns reward (pay > 0, whichever criteria pay it); agree: it was rewritten or
+    removed (a working criterion lost)."""
     if planted == "blind":
-        return not met.any()
+        return not _met(criterion, responses).any()
     if planted == "saturated":
-        return kept and bool(met.all())
-    if planted == "spurious":
-        return kept and bool(met.any())
+        return kept and bool(_met(criterion, responses).all())
+    if planted == "spurious":  # no edit possible (pay NaN): the criterion kept and met, as nothing else is known
+        return bool(pay > 1e-9) if math.isfinite(pay) else kept and bool(_met(criterion, responses).any())
     if planted == "agree":
         return not kept
     raise ValueError(f"planted class {planted!r}: expected one of {CLASSES}")
@@ -55,21 +123,52 @@ def _last_draws(store: RecordStore) -> dict[str, Any]:
     return last
 
 
+def final_rubric(record) -> list[Criterion]:
+    """A task's rubric at the end: its last draw's rubric with that draw's accepted rubric updates applied."""
+    criteria = {cid: dict(c) for cid, c in record.harness.get("criteria", {}).items()}
+    for a in record.actions:
+        if a.verdict != "accepted":
+            continue
+        for path, (_, after) in a.changes.items():
+            head, _, rest = path.partition(".")
+            if head != "criteria":
+                continue
+            cid, _, leaf = rest.rpartition(".")
+            if cid in criteria and leaf in criteria[cid]:
+                criteria[cid][leaf] = after
+            elif after is None:
+                criteria.pop(rest, None)
+            else:
+                criteria[rest] = dict(after)
+    return [Criterion(cid, c["text"], float(c["points"]), tuple(c["tags"])) for cid, c in criteria.items()]
+
+
 def planted_outcomes(store: RecordStore, world: World) -> dict[str, Any]:
-    """Per planted criterion whether it still fails at the end (`failing`: {class: {task/criterion: 0|1}}), and the
-    attributor's labels against the planted ones over every draw (`labels`: {planted class: {label: count}}),
-    counting draws whose rubric still holds the criterion in its world wording."""
+    """Per planted criterion whether it still fails at the end (`failing`: {class: {task/criterion: 0|1}}) and
+    each spurious one's surface pay (`pay`: {task/criterion: reward points}), and the attributor's labels against
+    the planted ones over every draw (`labels`: {planted class: {label: count}}; `surface_labels`: the spurious
+    ones' by surface feature, {surface: {label: count}}), counting draws whose rubric still holds the criterion
+    in its world wording."""
     last = _last_draws(store)
+    pool: dict[str, list[str]] = collections.defaultdict(list)
+    for r in store.draws():
+        pool[r.task_id].extend(r.responses)
     failing: dict[str, dict[str, int]] = {c: {} for c in CLASSES}
+    pay: dict[str, float] = {}
     for task in world.tasks:
         r = last.get(task.id)
         if r is None:
             continue
         wording = dict(zip(r.criterion_ids, r.criterion_texts))
+        rubric = final_rubric(r)
         for c in task.criteria:
             cls = world.planted[(task.id, c.id)]
-            failing[cls][c.id] = int(still_failing(cls, c, r.responses, wording.get(c.id) == c.text))
+            if cls == "spurious":
+                pay[c.id] = surface_pay(c, rubric, pool[task.id])
+            failing[cls][c.id] = int(still_failing(cls, c, r.responses, wording.get(c.id) == c.text,
+                                                   pay.get(c.id, math.nan)))
     labels: dict[str, dict[str, int]] = {c: {} for c in CLASSES}
+    by_surface: dict[str, dict[str, int]] = {}
     texts = {(t.id, c.id): c.text for t in world.tasks for c in t.criteria}
     for r in store.draws():
         for cid, text in zip(r.criterion_ids, r.criterion_texts):
@@ -78,7 +177,10 @@ def planted_outcomes(store: RecordStore, world: World) -> dict[str, Any]:
                 continue
             label = r.labels.get(cid, "agree")
             labels[cls][label] = labels[cls].get(label, 0) + 1
-    return {"failing": failing, "labels": labels}
+            if cls == "spurious":
+                counts = by_surface.setdefault(world.surface[(r.task_id, cid)], {})
+                counts[label] = counts.get(label, 0) + 1
+    return {"failing": failing, "pay": pay, "labels": labels, "surface_labels": by_surface}
 
 
 def precision_recall(labels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, float]]:
@@ -129,6 +231,22 @@ def _grid(outcomes: Sequence[Mapping[str, Any]], get) -> np.ndarray:
     return np.array([[get(o)[i] for o in outcomes] for i in items], np.float64)
 
 
+def _mean_pay(outcomes: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """[seeds]: each run's mean surface pay over its planted spurious criteria (NaN for a run without any)."""
+    return np.array([np.nanmean(list(o["pay"].values())) if o.get("pay") else math.nan for o in outcomes])
+
+
+def _pooled(counts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
+    """{key: {label: count}} summed over runs."""
+    out: dict[str, dict[str, int]] = {}
+    for run in counts:
+        for key, labels in run.items():
+            into = out.setdefault(key, {})
+            for label, k in labels.items():
+                into[label] = into.get(label, 0) + k
+    return out
+
+
 def compare_outcomes(runs: Mapping[str, Sequence[Mapping[str, Any]]], reference: str = "grpo", *,
                      n: int = 10_000) -> dict[str, Any]:
     """Per arm (its seeds' run_outcome records, seeds in the same order in every arm): the mean curves, the mean
@@ -153,12 +271,16 @@ def compare_outcomes(runs: Mapping[str, Sequence[Mapping[str, Any]]], reference:
                 d, lo, hi, p = stats.run_level_test(_grid(ref, lambda o, c=cls: o["failing"][c]), grid, n=n)
                 entry.update(diff=d, low=lo, high=hi, p=p)
             row[f"failing_{cls}"] = entry
-        pooled: dict[str, dict[str, int]] = {c: {} for c in CLASSES}
-        for o in outcomes:
-            for cls, counts in o["labels"].items():
-                for label, k in counts.items():
-                    pooled[cls][label] = pooled[cls].get(label, 0) + k
-        row["attributor"] = precision_recall(pooled)
+        pays, ref_pays = _mean_pay(outcomes), _mean_pay(ref)
+        row["pay"] = {"mean": float(np.nanmean(pays)) if np.isfinite(pays).any() else math.nan}
+        if arm != reference and np.isfinite(pays).all() and np.isfinite(ref_pays).all():
+            d, lo, hi, p = stats.run_level_test(ref_pays[None, :], pays[None, :], n=n)
+            row["pay"].update(diff=d, low=lo, high=hi, p=p)
+        row["attributor"] = precision_recall(_pooled(o["labels"] for o in outcomes))
+        surfaces = _pooled(o.get("surface_labels", {}) for o in outcomes)
+        row["attributor_by_surface"] = {srf: {"recall": counts.get("spurious", 0) / sum(counts.values()),
+                                              "planted": sum(counts.values()), "labels": counts}
+                                        for srf, counts in sorted(surfaces.items()) if counts}
         grid = _grid(outcomes, lambda o: o["final_oracle"])
         per_seed = np.nanmean(grid, 0)
         mean, lo, hi = stats.bootstrap_mean(per_seed, n=n)
@@ -244,6 +366,10 @@ def _f(x, digits=1) -> str:
     return "nan" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
 
 
+def _labels(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{label} {k}" for label, k in sorted(counts.items(), key=lambda x: -x[1]))
+
+
 def _interval(e: Mapping[str, float], scale=100.0) -> str:
     if "diff" not in e:
         return "(ref)"
@@ -282,9 +408,12 @@ def render(table: Mapping[str, Any], *, points: int = 6) -> str:
         for cls in CLASSES:
             e = r[f"failing_{cls}"]
             row[cls if cls != "agree" else "agree lost"] = f"{_f(100 * e['share'], 0)}  {_interval(e)}"
+        row["spurious pay (points)"] = f"{_f(r['pay']['mean'])}  {_interval(r['pay'], 1.0)}"
         rows.append(row)
-    parts.append(f"Share of each planted class still failing at the end (%; difference from {ref} with its "
-                 f"run-level 95% interval):\n" + tables.markdown(rows))
+    parts.append(f"Share of each planted class still failing at the end (%; spurious: its surface feature still "
+                 f"earns reward under the final rubric), and the mean net pay of the planted surface features "
+                 f"(reward points); difference from {ref} with its run-level 95% interval:\n"
+                 + tables.markdown(rows))
     rows = []
     for arm, r in arms.items():
         row = {"arm": arm}
@@ -294,6 +423,18 @@ def render(table: Mapping[str, Any], *, points: int = 6) -> str:
         rows.append(row)
     parts.append("Attributor precision / recall per planted class (%, draws pooled over seeds):\n"
                  + tables.markdown(rows))
+    surfaces = sorted({srf for r in arms.values() for srf in r.get("attributor_by_surface", {})})
+    if surfaces:
+        rows = []
+        for arm, r in arms.items():
+            row = {"arm": arm}
+            for srf in surfaces:
+                a = r["attributor_by_surface"].get(srf)
+                row[srf] = "-" if a is None else \
+                    f"R {_f(100 * a['recall'], 0)} (n {a['planted']}; {_labels(a['labels'])})"
+            rows.append(row)
+        parts.append("Attributor recall on the planted spurious criteria per surface feature (%, draws pooled over "
+                     "seeds; what the draws were labelled):\n" + tables.markdown(rows))
     rows = []
     for arm, r in arms.items():
         e = r["final_oracle"]
@@ -306,5 +447,6 @@ def render(table: Mapping[str, Any], *, points: int = 6) -> str:
     return "\n\n".join(parts)
 
 
-__all__ = ["CLASSES", "FAILURES", "compare_outcomes", "expectations", "planted_outcomes", "precision_recall", "render",
-           "run_outcome", "still_failing"]
+__all__ = ["CLASSES", "FAILURES", "compare_outcomes", "expectations", "feature_pair", "feature_sentence",
+           "final_rubric", "planted_outcomes",
+           "precision_recall", "render", "run_outcome", "still_failing", "surface_pay"]

@@ -1,5 +1,6 @@
-"""The testbed's measurements (eval.testbed): what "still failing" means per planted class, the attributor's
-precision and recall against the planted labels, and the expectations' verdicts, each against hand counts."""
+"""The testbed's measurements (eval.testbed): what "still failing" means per planted class, a surface feature's net
+pay under a rubric, the final rubric read from the last draw, the attributor's precision and recall against the
+planted labels, and the expectations' verdicts, each against hand counts."""
 
 import json
 import math
@@ -9,7 +10,8 @@ import pytest
 
 from harnessrl_jax.data.world import load_world
 from harnessrl_jax.eval import testbed
-from harnessrl_jax.memory.store import DrawRecord, RecordStore
+from harnessrl_jax.memory.store import ActionRecord, DrawRecord, RecordStore
+from harnessrl_jax.rubric.schema import Criterion
 
 RECORD = {"id": "bees", "domain": "testbed", "prompt": "tell me about bees",
           "rubrics": [{"id": "b/fact", "criterion": "The response mentions 'honey'.", "points": 3, "planted": "agree",
@@ -36,19 +38,85 @@ def world(tmp_path):
 
 
 def test_still_failing_reads_each_class_as_documented(world):
-    # catches: a class judged by the wrong side (blind by "some met", saturated without the kept check, ...)
+    # catches: a class judged by the wrong side (blind by "some met", saturated without the kept check, spurious
+    # by the criterion's presence instead of its feature's pay)
     c = {x.id: x for x in world.tasks[0].criteria}
     yes, no = ["Bees have nectar!", "Bees have honey."], ["Bees have honey.", "Bees have wax."]
-    assert testbed.still_failing("blind", c["b/extra"], no, kept=False)
-    assert not testbed.still_failing("blind", c["b/extra"], yes, kept=True)  # met once: no longer blind
-    assert testbed.still_failing("saturated", c["b/topic"], no, kept=True)
-    assert not testbed.still_failing("saturated", c["b/topic"], no, kept=False)  # rewritten: fixed
-    assert not testbed.still_failing("saturated", c["b/topic"], no + ["They have wax."], kept=True)
-    assert testbed.still_failing("spurious", c["b/excl"], yes, kept=True)  # still pays the '!'
-    assert not testbed.still_failing("spurious", c["b/excl"], yes, kept=False)  # removed or reworded
-    assert not testbed.still_failing("spurious", c["b/excl"], no, kept=True)  # pays no response
-    assert testbed.still_failing("agree", c["b/fact"], yes, kept=False)
-    assert not testbed.still_failing("agree", c["b/fact"], yes, kept=True)
+    assert testbed.still_failing("blind", c["b/extra"], no, False, math.nan)
+    assert not testbed.still_failing("blind", c["b/extra"], yes, True, math.nan)  # met once: no longer blind
+    assert testbed.still_failing("saturated", c["b/topic"], no, True, math.nan)
+    assert not testbed.still_failing("saturated", c["b/topic"], no, False, math.nan)  # rewritten: fixed
+    assert not testbed.still_failing("saturated", c["b/topic"], no + ["They have wax."], True, math.nan)
+    assert testbed.still_failing("spurious", c["b/excl"], yes, True, 22.2)  # the '!' still pays
+    assert not testbed.still_failing("spurious", c["b/excl"], yes, True, 0.0)  # kept, but cancelled
+    assert not testbed.still_failing("spurious", c["b/excl"], yes, True, -5.0)  # now penalised
+    # no edit possible: kept and met by some response, as nothing else is known
+    assert testbed.still_failing("spurious", c["b/excl"], yes, True, math.nan)
+    assert not testbed.still_failing("spurious", c["b/excl"], no, True, math.nan)
+    assert testbed.still_failing("agree", c["b/fact"], yes, False, math.nan)
+    assert not testbed.still_failing("agree", c["b/fact"], yes, True, math.nan)
+
+
+def _rule(cid, points, rule_id, **kwargs):
+    return Criterion(cid, cid, points, ("verifier:rule", f"rule:{rule_id}", "rule_kwargs:" + json.dumps(kwargs)))
+
+
+def test_feature_pair_edits_only_the_surface_feature():
+    # catches: an edit that also drops a fact (the '!' sentence removed), a with-side that does not carry the
+    # feature, a pair produced where no edit flips the rule
+    excl = _rule("excl", 2, "startend:end_checker", end_phrase="!")
+    assert testbed.feature_pair(excl, "Bees have honey!", None) == ("Bees have honey.", "Bees have honey!")
+    assert testbed.feature_pair(excl, "Bees have honey.", None) == ("Bees have honey.", "Bees have honey!")
+    claim = _rule("claim", 2, "keywords:existence", keywords=["requirements are met"])
+    pool = ["Bees have wax. All requirements are met.", "Bees have honey.",
+            "Bees have honey. All requirements are met."]
+    sentence = testbed.feature_sentence(claim, pool)
+    assert sentence == "All requirements are met."
+    assert testbed.feature_pair(claim, "Bees have honey.", sentence) == \
+        ("Bees have honey.", "Bees have honey. All requirements are met.")
+    assert testbed.feature_pair(claim, pool[0], sentence) == ("Bees have wax.", pool[0])
+    assert testbed.feature_sentence(claim, ["Bees have wax."]) is None  # no sentence carries it
+    assert testbed.feature_pair(claim, "Bees have honey.", None) is None
+    stuff = _rule("stuff", 2, "keywords:frequency", keyword="bees", frequency=3, relation="at least")
+    sentence = testbed.feature_sentence(stuff, ["Bees bees bees. Bees have honey."])
+    assert testbed.feature_pair(stuff, "Bees bees bees. Bees have honey.", sentence) == \
+        ("Bees have honey.", "Bees have honey. Bees bees bees.")
+    pad = _rule("pad", 2, "length_constraints:number_words", num_words=8, relation="at least")
+    assert testbed.feature_pair(pad, "Bees have honey.", None) == ("Bees have honey.",
+                                                                   "Bees have honey. It is so. It is so.")
+    assert testbed.feature_pair(pad, "Bees have honey. They have wax. They make it.", None) is None  # no `without`
+
+
+def test_surface_pay_sees_every_kind_of_fix():
+    # catches the old reading's miss: a counter-criterion that cancels the feature's pay while the spurious
+    # criterion is kept; and a reweight, a deletion, a sign flip
+    fact = _rule("fact", 3, "keywords:existence", keywords=["honey"])
+    excl = _rule("excl", 2, "startend:end_checker", end_phrase="!")
+    counter = _rule("counter", -2, "keywords:regex_match", pattern="!$")
+    responses = ["Bees have honey!", "Bees have wax."]
+    assert testbed.surface_pay(excl, [fact, excl], responses) == pytest.approx(100 * 2 / 5)
+    assert testbed.surface_pay(excl, [fact, excl, counter], responses) == pytest.approx(0.0)
+    reweighted = Criterion("excl", "excl", 0.5, excl.tags)
+    assert testbed.surface_pay(excl, [fact, reweighted], responses) == pytest.approx(100 * 0.5 / 3.5)
+    assert testbed.surface_pay(excl, [fact], responses) == pytest.approx(0.0)
+    assert testbed.surface_pay(excl, [fact, Criterion("excl", "excl", -2, excl.tags)], responses) == \
+        pytest.approx(-100 * 2 / 3)
+
+
+def test_final_rubric_applies_the_last_draws_accepted_updates():
+    # catches: the last draw's own accepted update missed (seen only at a later draw), a rejected one applied
+    tags = ["verifier:rule", "rule:keywords:existence", 'rule_kwargs:{"keywords": ["honey"]}']
+    slice_ = {"criteria": {"b/fact": {"text": "honey", "points": 3, "tags": tags, "anchor": True},
+                           "b/excl": {"text": "excl", "points": 2, "tags": tags, "anchor": False}}}
+    new = {"text": "counter", "points": -2, "tags": tags, "anchor": False}
+    actions = (ActionRecord("rubric", "create_criterion", "accepted", changes={"criteria.b/h0": [None, new]}),
+               ActionRecord("rubric", "reweight_criterion", "accepted", changes={"criteria.b/fact.points": [3, 4]}),
+               ActionRecord("rubric", "delete_criterion", "rejected", changes={"criteria.b/excl": [{}, None]}))
+    record = DrawRecord(step=3, task_id="bees", criterion_ids=("b/fact", "b/excl"), criterion_texts=("honey", "excl"),
+                        responses=("a",), scores=np.zeros((2, 1)), rewards=np.zeros(1), harness=slice_,
+                        actions=actions)
+    got = {c.id: (c.text, c.points) for c in testbed.final_rubric(record)}
+    assert got == {"b/fact": ("honey", 4.0), "b/excl": ("excl", 2.0), "b/h0": ("counter", -2.0)}
 
 
 def _draw(step, ids, texts, responses, labels):
@@ -77,6 +145,7 @@ def test_planted_outcomes_count_labels_and_the_last_draw(tmp_path, world):
     # the reworded b/excl of step 2 is not counted; b/fact unlabelled at step 1 counts as agree
     assert out["labels"] == {"blind": {"agree": 1, "blind": 1}, "saturated": {"saturated": 2},
                              "spurious": {"spurious": 1}, "agree": {"agree": 1, "spurious": 1}}
+    assert out["surface_labels"] == {"exclaim": {"spurious": 1}}
     pr = testbed.precision_recall(out["labels"])
     assert pr["blind"]["precision"] == 1.0 and pr["blind"]["recall"] == 0.5
     assert pr["spurious"]["precision"] == 0.5 and pr["spurious"]["recall"] == 1.0  # b/fact mislabelled spurious
@@ -85,11 +154,14 @@ def test_planted_outcomes_count_labels_and_the_last_draw(tmp_path, world):
 
 def _outcome(reward, oracle, failing, reversal=0.0):
     stats = {"reward_first": reward[0], "reward_last": reward[1], "oracle_first": oracle[0],
-             "oracle_last": oracle[1], "reversal_rate": reversal}
+             "oracle_last": oracle[1], "reversal_rate": reversal, "accepted": 0.0,
+             **{k: 0.0 for k in ("oracle_agreement", "pair_agree", "pair_reward_tie_blind",
+                                 "pair_reward_tie_saturated", "pair_wrong_direction", "pair_oracle_tie")}}
     return {"curves": {"step": [1, 2], "reward": list(reward), "oracle": list(oracle)}, "stats": stats,
             "end_classes": {c: 0.0 for c in testbed.CLASSES},
             "failing": {c: {f"{c}{i}": v for i, v in enumerate(failing.get(c, [1, 1]))} for c in testbed.CLASSES},
-            "labels": {c: {} for c in testbed.CLASSES}, "final_oracle": {"a": oracle[1], "b": oracle[1]}}
+            "labels": {c: {} for c in testbed.CLASSES}, "final_oracle": {"a": oracle[1], "b": oracle[1]},
+            "pay": {"s0": 22.2, "s1": 0.0}, "surface_labels": {"exclaim": {"spurious": 1, "agree": 3}}}
 
 
 def test_expectations_hold_only_when_the_interval_excludes_zero():
@@ -110,3 +182,6 @@ def test_expectations_hold_only_when_the_interval_excludes_zero():
     assert rows["removing the critic raises reversals"].startswith("not held (right direction")
     assert math.isclose(table["arms"]["harnessrl"]["failing_blind"]["diff"], -5 / 6)
     assert math.isclose(table["arms"]["harnessrl"]["final_oracle"]["diff"], 40 - 19)
+    # per surface feature, pooled over the seeds: 3 of 12 draws labelled spurious
+    assert table["arms"]["grpo"]["attributor_by_surface"]["exclaim"]["recall"] == 0.25
+    assert "R 25 (n 12; agree 9, spurious 3)" in testbed.render(table)
