@@ -341,6 +341,7 @@ def main(argv):
             st = Stepper(run, method, snapshots[size])  # its memory opens truncated back to the built draws
             st.start({"harness": H.to_dict(), "sampler": {}, "memory": positions, "method": None})
             st.sampler.draw(H, 0, per_step)  # its first call compiles
+            st.memory.store.reversals()  # the run total, kept as the previous step of a run leaves it
             _instrument(st, stages)
             stages.reset()
             _reset_peak()
