@@ -15,8 +15,10 @@ The memory is built by `Memory.append_step` (one transaction per step) from synt
 pass rates (some blind, some saturated), recorded labels and one action record per interface. Criterion texts are
 embedded by a cheap deterministic stand-in (hashed bag of words, 384 dimensions), as the real embedder would
 dominate the build; the real all-MiniLM-L6-v2 is timed on `--embed_sample` texts and its time for the texts one step
-embeds is extrapolated (the paper's bge-base-en-v1.5 is about 5x its size). Keep other work off the machine: the
-load average is printed with the tables.
+embeds is extrapolated (the paper's bge-base-en-v1.5 is about 5x its size). `--recorded_words` makes the recorded
+draws shorter than the timed step's to build a large memory faster (the time index then decodes fewer bytes per
+draw than at paper length: scale its row by the bytes); `--workdir` with `--reuse` times memories built before.
+Keep other work off the machine: the load average is printed with the tables.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ flags.DEFINE_integer("group", 8, "J: responses per task.")
 flags.DEFINE_integer("criteria", 13, "Criteria per task (the paper's 12.9).")
 flags.DEFINE_integer("response_words", 1500, "Words per synthetic response (1,500: about 2,048 tokens).")
 flags.DEFINE_integer("recorded_words", 0, "Words per response of the draws in the memory (0: --response_words).")
+flags.DEFINE_string("results", "", "A JSON file the timings are added to; the table shows every size in it.")
 flags.DEFINE_bool("reuse", False, "Reuse the memories an earlier run built in --workdir.")
 flags.DEFINE_integer("repeats", 3, "Timed steps per memory size, each from the same memory (0: only build).")
 flags.DEFINE_integer("embed_sample", 256, "Texts the real embedder is timed on (0: skip).")
@@ -357,6 +360,17 @@ def main(argv):
 
     real_rate = _real_embedder_rate([c.text for t in tasks[:FLAGS.embed_sample] for c in t.criteria][
         :FLAGS.embed_sample], Embedder)
+    if FLAGS.results:  # earlier runs' sizes join the table; this run's replace theirs
+        earlier = {}
+        if os.path.isfile(FLAGS.results):
+            with open(FLAGS.results) as f:
+                earlier = {int(k): v for k, v in json.load(f).items()}
+        for size, res in results.items():
+            res["load"] = [load0[0], os.getloadavg()[0]]
+        results = {**earlier, **results}
+        with open(FLAGS.results, "w") as f:
+            json.dump({str(k): v for k, v in results.items()}, f)
+        sizes = sorted(results)
     _report(results, sizes, real_rate, load0)
     if not FLAGS.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -460,7 +474,8 @@ def _report(results, sizes, real_rate, load0):
     head = " | ".join(f"{s:>21,}" for s in sizes)
     width = max(len(n) for n in names + ["host side + real embedder (extrapolated)"])
     print(f"\nscale benchmark: one step of {FLAGS.tasks_per_step} tasks x J={FLAGS.group}, {FLAGS.criteria} criteria, "
-          f"{FLAGS.response_words}-word responses, {FLAGS.tasks:,} tasks; {FLAGS.repeats} repeats (median, min-max), "
+          f"{FLAGS.response_words}-word responses ({FLAGS.recorded_words or FLAGS.response_words}-word ones in the "
+          f"memory), {FLAGS.tasks:,} tasks; {FLAGS.repeats} repeats (median, min-max), "
           f"seconds; {os.cpu_count()} CPUs, faiss {faiss.__version__}; load average {load0[0]:.1f} at start, "
           f"{load1[0]:.1f} at end")
     print(f"{'stage / memory draws':<{width}} | {head} | growth 64k->256k")
@@ -482,6 +497,8 @@ def _report(results, sizes, real_rate, load0):
         rows.append((f"{n}: calls", lambda s, n=n: f"{med(s, lambda r: len(r['calls'].get(n, []))):21,.0f}"))
         rows.append((f"{n}: p50 / p95 ms", lambda s, n=n: "{:>21}".format(_pcts(results[s]["runs"], n))))
     rows.append(("donors per semantic query (mean)", lambda s: f"{med(s, lambda r: r['donors']):21.2f}"))
+    rows.append(("load average at the run's start / end", lambda s: "{:>21}".format(
+        "{:.1f} / {:.1f}".format(*results[s].get("load", [load0[0], load1[0]])))))
     for label, f in rows:
         print(f"{label:<{width}} | " + " | ".join(f(s) for s in sizes))
     if real_rate:
