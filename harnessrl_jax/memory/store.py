@@ -450,11 +450,12 @@ class RecordStore:
         when a later accepted update of the task put its targets back."""
         acts = self.actions(task_id, before_step)
         out = []
-        for n, (step, _, a) in enumerate(acts):
+        # only the `limit` newest are asked whether a later one undid them: each check reads the later ones
+        for n, (step, _, a) in enumerate(acts if limit is None else acts[:limit]):
             undone = a.verdict == "accepted" and any(
                 later.verdict == "accepted" and undoes(later, a) for _, _, later in acts[:n])
             out.append(Update(step, a, undone))
-        return out[:limit] if limit is not None else out
+        return out
 
     def would_reverse(self, task_id: str, candidate: ActionRecord, before_step: int | None = None,
                       within: int = 2) -> tuple[int, ActionRecord] | None:
