@@ -56,10 +56,9 @@ def build_evolver(config, method: Method, memory: Memory | None, client=None) ->
         raise ValueError("config.harness.proposer='llm' / llm_check: build_evolver needs the evolver model's client")
     embed = None
     if memory is not None and memory.semantic is not None:
-        semantic = memory.semantic  # near-duplicate merges by embedding; the model is first waited for when used
-
-        def embed(texts):
-            return semantic.embedder.encode(texts)
+        # near-duplicate merges by embedding: the index's cached vectors, the model only for texts it has not seen
+        # (criterion texts are indexed, and the proposer asks for them again at every saturated criterion)
+        embed = memory.semantic.query_vectors
     # without the critic nothing is measured, the proposer's arithmetic pre-check of the sign test included
     rules = RuleProposer(h.rules, embed=embed, min_cosine=m.min_cosine, transitions=method.transitions,
                          sign_filter=method.critic)

@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 from absl import flags
 
 from harnessrl_jax import cli  # noqa: E402
+from synthetic import synthetic_texts  # noqa: E402
 
 flags.DEFINE_integer("criteria", 110_606, "Criteria in the index (Rubric-Mix-10k's seed rubrics).")
 flags.DEFINE_integer("per_task", 11, "Criteria per task (110,606 over ~10k tasks).")
@@ -39,59 +40,6 @@ flags.DEFINE_list("kinds", ["flat", "ivf"], "Index kinds to time (the memory its
 flags.DEFINE_string("workdir", None, "Where to build the memory (default: a temporary directory, removed after).")
 flags.DEFINE_integer("seed", 0, "Seed of the synthetic texts, vectors and records.")
 FLAGS = flags.FLAGS
-
-DOMAINS = {
-    "medical": ["hypertension", "type 2 diabetes", "ibuprofen dosing", "a migraine", "chest pain", "asthma inhalers",
-                "iron deficiency", "a sprained ankle", "antibiotic resistance", "sleep apnea", "a child's fever",
-                "statin side effects", "seasonal allergies", "lower back pain", "vitamin D levels", "a skin rash"],
-    "science": ["cellulose", "photosynthesis", "plate tectonics", "the Krebs cycle", "entropy", "enzyme kinetics",
-                "ocean acidification", "black holes", "CRISPR editing", "the water cycle", "semiconductors",
-                "natural selection", "buffer solutions", "radioactive decay", "protein folding", "lightning"],
-    "writing": ["the opening paragraph", "the thesis statement", "the closing line", "the dialogue", "the imagery",
-                "the argument", "the counterargument", "the story's pacing", "the narrator's voice", "the metaphor",
-                "the cover letter", "the product description", "the summary", "the poem's rhyme", "the headline"],
-    "roleplay": ["the pirate captain", "the detective", "the medieval innkeeper", "the starship engineer",
-                 "the grumpy wizard", "the tour guide", "the customer support agent", "the chess coach",
-                 "the museum curator", "the time traveller", "the barista", "the haunted house ghost"],
-}
-VERBS = ["Mentions that", "States that", "Explains that", "Notes that", "Clarifies that", "Emphasizes that",
-         "Points out that", "Correctly says that", "Acknowledges that", "Makes clear that", "Accurately notes that"]
-FACTS = ["{t} is often misunderstood by {a}", "{t} should be discussed with {a} before {b}",
-         "{t} depends strongly on {b}", "{t} can be made worse by {b}", "the main risk with {t} is {b}",
-         "{t} is not a substitute for {b}", "{a} should monitor {t} closely during {b}",
-         "{t} usually improves with {b}", "{t} differs from {b} in an important way",
-         "the evidence on {t} and {b} is mixed", "{t} needs to be explained to {a} in plain words",
-         "{b} is the first thing to check about {t}"]
-AUDIENCES = ["patients", "beginners", "students", "older adults", "parents", "caregivers", "experts", "readers",
-             "new employees", "the user", "children", "non-native speakers"]
-OBJECTS = ["regular exercise", "dietary changes", "a follow-up visit", "the dose", "temperature", "humidity",
-           "prior knowledge", "the context", "the audience", "a second opinion", "long-term use", "the pH",
-           "the time of day", "the source material", "the character's backstory", "emergency care", "safety rules",
-           "the word limit", "a concrete example", "the underlying mechanism"]
-CONSTRAINTS = ["Keeps the response under {n} words", "Uses exactly {n} bullet points", "Writes at least {n} sentences",
-               "Includes {n} concrete examples", "Stays in character for all {n} turns",
-               "Ends with a question and uses fewer than {n} words", "Mentions the keyword {w} at least {n} times",
-               "Does not use the word {w} more than {n} times", "Splits the answer into {n} titled sections"]
-
-
-def synthetic_texts(n: int, rng) -> list[str]:
-    """n distinct criterion texts in the style of Rubric-Mix's domains."""
-    topics = [t for ts in DOMAINS.values() for t in ts]
-    words = [w for t in topics for w in t.split() if len(w) > 4]
-    out, seen = [], set()
-    while len(out) < n:
-        if rng.random() < 0.8:
-            t = VERBS[rng.integers(len(VERBS))] + " " + FACTS[rng.integers(len(FACTS))].format(
-                t=topics[rng.integers(len(topics))], a=AUDIENCES[rng.integers(len(AUDIENCES))],
-                b=OBJECTS[rng.integers(len(OBJECTS))])
-        else:
-            t = CONSTRAINTS[rng.integers(len(CONSTRAINTS))].format(n=int(rng.integers(2, 400)),
-                                                                  w=repr(words[rng.integers(len(words))]))
-        if t not in seen:
-            seen.add(t)
-            out.append(t)
-    return out
-
 
 def realistic_vectors(base, n: int, rng, chunk: int = 8192):
     """n unit vectors near random rows of `base` (real embeddings), at cosine ~U(0.80, 0.97) to their row."""

@@ -11,14 +11,15 @@ surface form pass. `LLMHackingCheck` asks a model through the judge protocol.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Any, Sequence
 
 import numpy as np
 
 from harnessrl_jax.evolver import templates
-from harnessrl_jax.evolver.text import (content_words, cut, degenerate, length_auc, readable_pattern, rule_keywords, schema_of,
-                                        search, shared_sentences, words)
+from harnessrl_jax.evolver.text import (_CACHED, content_words, cut, degenerate, length_auc, readable_pattern,
+                                        rule_keywords, schema_of, search, shared_sentences, word_count)
 from harnessrl_jax.rubric import reward as reward_lib
 from harnessrl_jax.rubric.judges.llm import render_conversation, render_criterion
 from harnessrl_jax.rubric.judges.parse import json_objects, word_verdict
@@ -70,6 +71,7 @@ JUDGE_DIRECTED = (
 )
 
 
+@functools.lru_cache(maxsize=_CACHED)
 def judge_directed(response: str) -> str | None:
     """The first judge-directed phrase in `response` (JUDGE_DIRECTED), or None."""
     for pattern in JUDGE_DIRECTED:
@@ -77,6 +79,12 @@ def judge_directed(response: str) -> str | None:
         if m:
             return m.group(0)
     return None
+
+@functools.lru_cache(maxsize=_CACHED)
+def surface_phrases(response: str) -> tuple[str | None, ...]:
+    """The first match in `response` of each SURFACE_PATTERNS pattern, in their order (None where none)."""
+    return tuple(m.group(0) if (m := re.search(p, response, re.I)) else None
+                 for patterns in SURFACE_PATTERNS.values() for p in patterns)
 
 # Words in a criterion that a bare mention, a list or a claim can satisfy (the wording check's lexicon).
 LAX_WORDING = re.compile(
@@ -126,7 +134,7 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
         return out
     rid = crit.rule_id or ""
     length_rule = rid.startswith("length_constraints:")
-    n = np.array([len(words(r)) for r in responses], float)
+    n = np.array([word_count(r) for r in responses], float)
 
     why = [degenerate(r, config.min_words, config.repeat_run, config.distinct_ratio) for r in responses]
     da = float(np.mean([why[j] is not None for j in A]))
@@ -137,7 +145,7 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
     if not length_rule and (positives or db < config.surface_share):
         la, lb = float(np.median(n[A])), float(np.median(n[B]))
         auc = length_auc(n[A], n[B])
-        pos_len = [len(words(p)) for p in positives if p]
+        pos_len = [word_count(p) for p in positives if p]
         p_med = float(np.median(pos_len)) if pos_len else None
         ratio = config.length_ratio if p_med is not None else config.length_ratio_unreferenced
         longer = auc >= config.length_auc and la >= ratio * max(lb, 1.0)
@@ -182,15 +190,17 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
                                  "responses": [j for j in A if directed[j] is not None]}
 
     # compliance claims, flattery, refusals shared by the satisfying side only.
+    found, first = [surface_phrases(r) for r in responses], 0
     for name, patterns in SURFACE_PATTERNS.items():
-        for pattern in patterns:
-            hits = [re.search(pattern, r, re.I) for r in responses]
+        for i in range(first, first + len(patterns)):
+            hits = [f[i] for f in found]
             sa = float(np.mean([hits[j] is not None for j in A]))
             sb = float(np.mean([hits[j] is not None for j in B]))
             if sa >= config.surface_share and sb <= sa / 2:
-                phrase = next(hits[j].group(0) for j in A if hits[j] is not None)
+                phrase = next(hits[j] for j in A if hits[j] is not None)
                 out[name] = {"phrase": phrase, "share_satisfying": sa, "share_failing": sb}
                 break
+        first += len(patterns)
     return out
 
 def quality_proxy(response: str, positives: Sequence[str], config) -> float:

@@ -137,7 +137,9 @@ def _encode(r: DrawRecord) -> bytes:
         "rewards": np.asarray(r.rewards, np.float64), "harness": r.harness, "labels": r.labels,
         "task_label": r.task_label, "actions": [dataclasses.asdict(a) for a in r.actions], "dynamics": r.dynamics,
     }
-    return zlib.compress(_dumps(body).encode(), 6)
+    # Level 1: a step's 512 draws of paper-length responses compress ~5x faster than at 6, for ~20% more bytes
+    # (launch/bench_scale.py); any level reads back the same.
+    return zlib.compress(_dumps(body).encode(), 1)
 
 
 def _action(d: Mapping[str, Any]) -> ActionRecord:
@@ -207,6 +209,7 @@ class RecordStore:
 
     def __init__(self, path: str):
         self.path = path
+        self._undone_cache: dict[int, dict[str, Any]] = {}  # within -> the whole store's `_undone`, by task
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         # Autocommit mode: every write below opens its own explicit transaction.
         self.db = sqlite3.connect(path, isolation_level=None, timeout=30.0)
@@ -273,6 +276,10 @@ class RecordStore:
             for r in records:
                 self._insert_draw(r)
             self.db.execute("INSERT INTO steps VALUES (?, ?, ?)", (step, len(records), time.time()))
+        for cached in self._undone_cache.values():
+            if cached["step"] == last:  # current before this step: only the tasks it drew changed
+                cached["step"] = step
+                cached["dirty"].update(r.task_id for r in records)
 
     def _put_embeddings(self, model, vectors):
         if vectors:
@@ -328,6 +335,7 @@ class RecordStore:
 
     def truncate_after(self, step: int) -> int:
         """Drops every record, action and criterion row of steps after `step`; returns #draws dropped."""
+        self._undone_cache.clear()
         with self._tx():
             self.db.execute("DELETE FROM outcomes WHERE draw_id IN (SELECT id FROM draws WHERE step > ?)", (step,))
             n = self.db.execute("DELETE FROM draws WHERE step > ?", (step,)).rowcount
@@ -442,11 +450,12 @@ class RecordStore:
         when a later accepted update of the task put its targets back."""
         acts = self.actions(task_id, before_step)
         out = []
-        for n, (step, _, a) in enumerate(acts):
+        # only the `limit` newest are asked whether a later one undid them: each check reads the later ones
+        for n, (step, _, a) in enumerate(acts if limit is None else acts[:limit]):
             undone = a.verdict == "accepted" and any(
                 later.verdict == "accepted" and undoes(later, a) for _, _, later in acts[:n])
             out.append(Update(step, a, undone))
-        return out[:limit] if limit is not None else out
+        return out
 
     def would_reverse(self, task_id: str, candidate: ActionRecord, before_step: int | None = None,
                       within: int = 2) -> tuple[int, ActionRecord] | None:
@@ -493,21 +502,47 @@ class RecordStore:
     def _undone(self, since_step, before_step, within) -> list[tuple[int, bool, int]]:
         """(step, undone, later draws seen, up to `within`) of every accepted action in [since_step, before_step),
         in step order; only draws and actions in that range count."""
-        lo, hi = -1 if since_step is None else since_step, _before(before_step)
+        if since_step is None and before_step is None:
+            by_task = self._undone_all(within)
+        else:
+            lo, hi = -1 if since_step is None else since_step, _before(before_step)
+            by_task = {t: self._task_undone(t, acts, lo, hi, within)
+                       for t, acts in self._accepted(lo, hi).items()}
+        return sorted((x for flags in by_task.values() for x in flags), key=lambda x: x[0])
+
+    def _accepted(self, lo: int, hi: int, task_id: str | None = None) -> dict[str, list]:
+        """Accepted actions in [lo, hi) by task, each (draw id, step, action), in draw order."""
+        sql, args = "SELECT draw_id, step, task_id, payload FROM actions WHERE verdict='accepted' AND step >= ? " \
+            "AND step < ?", [lo, hi]
+        if task_id is not None:
+            sql, args = sql + " AND task_id=?", args + [task_id]
         by_task: dict[str, list] = {}
-        for draw_id, step, task_id, payload in self.db.execute(
-                "SELECT draw_id, step, task_id, payload FROM actions WHERE verdict='accepted' AND step >= ? "
-                "AND step < ? ORDER BY draw_id", (lo, hi)):
-            by_task.setdefault(task_id, []).append((draw_id, step, _action(json.loads(payload))))
-        out = []
-        for task_id, acts in by_task.items():
-            draws = [i for (i,) in self.db.execute(
-                "SELECT id FROM draws WHERE task_id=? AND step >= ? AND step < ? ORDER BY step, id", (task_id, lo, hi))]
-            pos = {d: i for i, d in enumerate(draws)}
-            for d, step, a in acts:
-                undone = any(0 < pos[d2] - pos[d] <= within and undoes(b, a) for d2, _, b in acts)
-                out.append((step, undone, min(len(draws) - 1 - pos[d], within)))
-        return sorted(out, key=lambda x: x[0])
+        for draw_id, step, task, payload in self.db.execute(sql + " ORDER BY draw_id", args):
+            by_task.setdefault(task, []).append((draw_id, step, _action(json.loads(payload))))
+        return by_task
+
+    def _task_undone(self, task_id: str, acts: list, lo: int, hi: int, within: int) -> list[tuple[int, bool, int]]:
+        draws = [i for (i,) in self.db.execute(
+            "SELECT id FROM draws WHERE task_id=? AND step >= ? AND step < ? ORDER BY step, id", (task_id, lo, hi))]
+        pos = {d: i for i, d in enumerate(draws)}
+        return [(step, any(0 < pos[d2] - pos[d] <= within and undoes(b, a) for d2, _, b in acts),
+                 min(len(draws) - 1 - pos[d], within)) for d, step, a in acts]
+
+    def _undone_all(self, within: int) -> dict[str, list]:
+        """`_undone` over the whole store by task, kept between calls: after this store's own `append_step` only
+        the tasks it drew are read again (the run total is asked every step, and a full pass reads every accepted
+        action the run has); a step another writer committed makes it read everything."""
+        last, cached = self.last_step, self._undone_cache.get(within)
+        hi = _before(None)
+        if cached is None or cached["step"] != last:
+            cached = self._undone_cache[within] = {"step": last, "dirty": set(), "by_task": {
+                t: self._task_undone(t, acts, -1, hi, within) for t, acts in self._accepted(-1, hi).items()}}
+        for task_id in cached["dirty"]:
+            acts = self._accepted(-1, hi, task_id).get(task_id)
+            if acts:
+                cached["by_task"][task_id] = self._task_undone(task_id, acts, -1, hi, within)
+        cached["dirty"].clear()
+        return cached["by_task"]
 
     # --- what the semantic index reads --------------------------------------------------------------------------
 

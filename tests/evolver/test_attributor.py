@@ -275,6 +275,19 @@ def test_compliance_claims_shared_by_the_satisfying_side_are_surface_compliance(
     assert a.evidence.phrase == "Covers all of the user's questions"
 
 
+def test_flattery_shared_by_the_satisfying_side_is_sycophantic_refusal_with_its_phrase():
+    crits_in = [llm("t/c0", "Covers all of the user's questions.", 3), llm("t/c1", "Is accurate.", 2)]
+    responses = [f"You are absolutely right to ask. Answer {j}: rest and fluids." for j in range(4)]
+    responses += [f"Answer {j}: rest, fluids, and see a doctor if it lasts." for j in range(4)]
+    task, crits, _ = setup(crits_in, responses, REF, "t")
+    S = np.array([[1] * 4 + [0] * 4, [1, 0] * 4], float)
+    for _ in range(2):  # the second time from the per-response cache
+        a = attribute(task, crits, S, responses).get("t/c0")
+        assert a.label == Label.SPURIOUS
+        assert a.evidence.signals["sycophantic_refusal"]["phrase"] == "You are absolutely right"
+        assert "surface_compliance" not in a.evidence.signals
+
+
 def test_isolated_compliance_met_while_the_other_criteria_and_quality_proxies_fail():
     good = ["Rest, drink fluids and take honey in tea; that clears it up.",
             "Plenty of rest, water and honey with lemon will help you."] * 2

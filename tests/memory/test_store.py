@@ -259,6 +259,9 @@ def test_reversals_count_undos_within_two_draws_of_the_task(store):
             4: {"b": [restore]}}
     for step, per_task in plan.items():
         store.append_step(step, [record(step, t, [[1, 0]], actions=acts) for t, acts in per_task.items()])
+        fresh = RecordStore(store.path)  # a full pass; `store` reads again only the tasks each step drew
+        assert store.reversals() == fresh.reversals()
+        fresh.close()
     assert store.reversals() == (1, 4)  # 4 accepted, one of them undone in time
     assert store.reversals(since_step=3) == (0, 2)
     # The proposer's check: at step 3, restoring task a would undo step 1's downweight (1 and 2 are its last 2 draws).
