@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast install sglang-env bench-env clean
+.PHONY: demo test test-fast install sglang-env bench-env bench-tunix clean
 
 # llama.cpp (the dev extra's OpenAI-compatible test server) is compiled on install. On x86-64 it is built for
 # x86-64-v3 (AVX2, FMA, F16C) instead of -march=native: on a CPU with AMX, a native build routes SmolLM2's Q4_1
@@ -63,6 +63,11 @@ $(BENCH_STAMP): setup.py Makefile
 	touch $(BENCH_STAMP)
 
 bench-env: $(BENCH_STAMP)
+
+# The update and the sampler against google-tunix's (and PyTorch's, transformers') in one go; a quiet machine.
+bench-tunix: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python launch/bench_train.py --tunix
+	$(BENCH_VENV)/bin/python launch/bench_sampler.py --tunix
 
 demo: $(STAMP)
 	$(PY) launch/demo.py

@@ -35,7 +35,8 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 from absl import flags
 
 from harnessrl_jax import cli  # noqa: E402
-from harnessrl_jax.timing import cpu_model, matmul_rate, median_time, read_bandwidth  # noqa: E402
+from harnessrl_jax.timing import CompileTimer, cpu_model, matmul_rate, median_time, read_bandwidth  # noqa: E402
+from tunix_peer import warm_up  # noqa: E402  (launch/: imports nothing of tunix until asked)
 
 flags.DEFINE_list("batches", ["8", "32"], "Batch sizes (prompts decoded together).")
 flags.DEFINE_list("modes", ["greedy", "sample"], "greedy (argmax) and/or sample (temperature 1).")
@@ -117,13 +118,16 @@ def main(argv):
                 assert out.shape[1] == width + n_new
 
             sides["transformers"] = run_hf
-            for name, fn in sides.items():  # first calls: compiles (JAX sides), warm-up (transformers)
-                first[name] = seconds(fn)
+            for name, fn in sides.items():  # warm-up: compiles (JAX sides), allocator and threads (transformers)
+                first[name] = warm_up(fn)
             # The sides take turns, so a slow spell of the machine falls on all rather than on one side's runs.
             times = {name: [] for name in sides}
             for i in range(FLAGS.repeats):
                 for name, fn in sides.items():
-                    times[name].append(seconds(fn))
+                    with CompileTimer() as compiles:
+                        times[name].append(seconds(fn))
+                    if compiles.compiles:
+                        print(f"warning: {name} compiled {compiles.compiles} programs in a timed call", flush=True)
                 print(f"{mode}, batch {batch}, repeat {i + 1}/{FLAGS.repeats}: "
                       + ", ".join(f"{n} {t[-1]:.2f}s ({batch * n_new / t[-1]:.0f} tok/s)" for n, t in times.items()),
                       flush=True)
@@ -131,8 +135,9 @@ def main(argv):
             cache = 2 * config.num_layers * config.num_kv_heads * config.head_dim * 4 * (width + n_new / 2)
             step_bytes = 4 * config.num_params() + batch * cache
             rows.append((mode, batch, times, first, step_bytes))
-            print(f"{mode}, batch {batch}: first calls " + ", ".join(f"{n} {s:.1f}s" for n, s in first.items()),
-                  flush=True)
+            print(f"{mode}, batch {batch}: warm-up calls " + ", ".join(
+                f"{n} " + " + ".join(f"{s:.1f}s ({c} compiles)" for s, c in calls) for n, calls in first.items()),
+                flush=True)
 
     peak = matmul_rate()
     copy_bw, read_bw = copy_bandwidth(), read_bandwidth()
@@ -155,7 +160,7 @@ def main(argv):
         print(f"\n{mode}:")
         print("| batch | " + " | ".join(f"{n} tok/s" for n in names) + " | "
               + " | ".join(f"JAX / {p}" for p in peers) + " | bandwidth bound tok/s | "
-              + " | ".join(f"{n} / bound" for n in names) + " | first call s (" + ", ".join(names) + ") |")
+              + " | ".join(f"{n} / bound" for n in names) + " | first call s, compiles included (" + ", ".join(names) + ") |")
         print("|---" * (2 + 2 * len(names) + len(peers) + 1) + "|")
         for row_mode, batch, times, first, step_bytes in rows:
             if row_mode != mode:
@@ -168,7 +173,7 @@ def main(argv):
             print(f"| {batch} | " + " | ".join(f"{med[n]:.1f} [{tps[n][0]:.1f}, {tps[n][-1]:.1f}]" for n in names)
                   + " | " + " | ".join(f"{med['JAX engine'] / med[p]:.2f}" for p in peers) + f" | {bound:.0f} | "
                   + " | ".join(f"{med[n] / bound:.0%}" for n in names) + " | "
-                  + ", ".join(f"{first[n]:.1f}" for n in names) + " |")
+                  + ", ".join(f"{first[n][0][0]:.1f}" for n in names) + " |")
     print()
     for p in peers:
         worst = min(ratios[p], key=lambda r: r[2])

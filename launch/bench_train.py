@@ -31,7 +31,8 @@ from absl import flags
 
 from harnessrl_jax import cli  # noqa: E402
 from harnessrl_jax.errors import UserError  # noqa: E402
-from harnessrl_jax.timing import cpu_model, matmul_rate, median_time  # noqa: E402
+from harnessrl_jax.timing import CompileTimer, cpu_model, matmul_rate, median_time  # noqa: E402
+from tunix_peer import warm_up  # noqa: E402  (launch/: imports nothing of tunix until asked)
 
 flags.DEFINE_integer("batch", 16, "Sequences per update.")
 flags.DEFINE_integer("seq", 128, "Tokens per sequence.")
@@ -206,23 +207,26 @@ def main(argv):
             name = f"JAX (rl/step.py), {m} micro-batch{'es' if m > 1 else ''}, layers {layers}"
             print(f"compiling {name} ({FLAGS.batch} x {FLAGS.seq} tokens) ...", flush=True)
             updates[name] = JaxUpdate(config, params, batch, m, scan_layers=layers == "scan", shared=shared)
-            compile_s[name] = _time(updates[name].step)[0]
+            compile_s[name] = warm_up(updates[name].step)
             grad_norms.setdefault("jax", updates[name].grad_norm)  # the first update, from the loaded weights
     if FLAGS.tunix:
         import tunix_peer
 
         print(f"compiling {TUNIX} ...", flush=True)
         updates[TUNIX] = TunixUpdate(config, params, batch, tokenizer)
-        compile_s[TUNIX] = _time(updates[TUNIX].step)[0]
+        compile_s[TUNIX] = warm_up(updates[TUNIX].step)
         grad_norms["tunix"] = updates[TUNIX].grad_norm
     if FLAGS.torch:
         updates[TORCH] = TorchUpdate(batch)
         updates[TORCH].step()  # warm-up: allocator, thread pool
     runs = {name: [] for name in updates}
+    timed_compiles = {name: 0 for name in updates}  # should stay 0: the warm-up compiled everything
     peaks = [matmul_rate()]  # before the first repeat, then after each
     for i in range(FLAGS.repeats):
         for name, update in updates.items():
-            runs[name].append(_time(update.step))
+            with CompileTimer() as compiles:
+                runs[name].append(_time(update.step))
+            timed_compiles[name] += compiles.compiles
         peaks.append(matmul_rate())
         print(f"repeat {i + 1}/{FLAGS.repeats}: " + ", ".join(f"{n.split(' (')[0]} {r[-1][0]:.2f}s"
                                                               for n, r in runs.items())
@@ -266,16 +270,20 @@ def main(argv):
               f"{sys_s:.1f} | {faults:,} |")
     torch_s = best.pop(TORCH) if FLAGS.torch else None
     tunix_s, tunix_median = (best.pop(TUNIX), median.pop(TUNIX)) if FLAGS.tunix else (None, None)
-    jax_compiles = {n: s for n, s in compile_s.items() if n != TUNIX}
+    warm = {n: " + ".join(f"{s:.1f}s" for s, _ in calls) for n, calls in compile_s.items()}
+    jax_compiles = {n: w for n, w in warm.items() if n != TUNIX}
     if FLAGS.torch:
         print("\nJAX / PyTorch speed: " + ", ".join(f"{_variant(n)}: {torch_s / s:.2f}x" for n, s in best.items())
-              + "; first JAX calls (compile + run): " + ", ".join(f"{s:.1f}s" for s in jax_compiles.values()))
+              + "; first JAX calls (compile + run): " + ", ".join(jax_compiles.values()))
     if FLAGS.tunix:
         print("JAX / tunix speed, medians (best): " + ", ".join(
             f"{_variant(n)}: {tunix_median / median[n]:.2f}x ({tunix_s / s:.2f}x)" for n, s in best.items())
-              + f"; first calls (compile + run): JAX {', '.join(f'{s:.1f}s' for s in jax_compiles.values())}, "
-              f"tunix {compile_s[TUNIX]:.1f}s; gradient norm of the first update from the same weights: JAX "
+              + f"; warm-up calls until one compiled nothing (compile + run): JAX {', '.join(jax_compiles.values())}, "
+              f"tunix {warm[TUNIX]}; gradient norm of the first update from the same weights: JAX "
               f"{grad_norms['jax']:.4g}, tunix {grad_norms['tunix']:.4g}")
+    if any(timed_compiles.values()):
+        print("warning: XLA compiled during the timed repeats: " + ", ".join(
+            f"{n} {c}" for n, c in timed_compiles.items() if c))
     step_s = min(runs[first])[0]
     fwd, fb = breakdown["forward"], breakdown["forward+backward"]
     print(f"JAX breakdown (the full batch at once, layers {first.rsplit(' ', 1)[-1]}): forward (the loss) {fwd:.2f}s "

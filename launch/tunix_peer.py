@@ -12,6 +12,22 @@ registry, wired as `GRPOLearner.__init__` wires it; the sampler is `generate.sam
 from __future__ import annotations
 
 import tempfile
+import time
+
+from harnessrl_jax.timing import CompileTimer
+
+
+def warm_up(fn, tries: int = 3) -> list[tuple[float, int]]:
+    """(seconds, XLA compiles) of calls of `fn` until one compiles nothing (at most `tries`): the warm-up before
+    timing, since a jitted step whose first call returns its state with other shardings or layouts than it was
+    given compiles again on the second."""
+    calls = []
+    while len(calls) < tries and (not calls or calls[-1][1]):
+        with CompileTimer() as compiles:
+            start = time.perf_counter()
+            fn()
+            calls.append((time.perf_counter() - start, compiles.compiles))
+    return calls
 
 
 def version() -> str:
