@@ -44,6 +44,7 @@ flags.DEFINE_integer("new_tokens", 64, "New tokens per row.")
 flags.DEFINE_integer("repeats", 3, "Timed repeats per measurement (median reported).")
 flags.DEFINE_integer("forward_tokens", 256, "Sequence length of the forward-pass FLOP/s measurement.")
 flags.DEFINE_bool("tunix", False, "Also time google-tunix's sampler (needs the benchmark environment).")
+flags.DEFINE_bool("transformers", True, "Also time transformers' generate (the slowest side by far on a CPU).")
 FLAGS = flags.FLAGS
 
 QUESTIONS = [
@@ -82,7 +83,7 @@ def main(argv):
     config, params, tokenizer = load_pretrained("smollm2-135m-instruct")
     path = smollm2_gguf_path()
     model = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
-                                                 dtype=torch.float32).eval()
+                                                 dtype=torch.float32).eval() if FLAGS.transformers else None
     engine = JaxEngine(config, params, tokenizer, stop_ids=[-1])  # -1 never sampled: no early stop
     tunix_model = None
     if FLAGS.tunix:
@@ -117,7 +118,8 @@ def main(argv):
                                          pad_token_id=engine.pad_id, **extra)
                 assert out.shape[1] == width + n_new
 
-            sides["transformers"] = run_hf
+            if FLAGS.transformers:
+                sides["transformers"] = run_hf
             for name, fn in sides.items():  # warm-up: compiles (JAX sides), allocator and threads (transformers)
                 first[name] = warm_up(fn)
             # The sides take turns, so a slow spell of the machine falls on all rather than on one side's runs.
@@ -176,7 +178,7 @@ def main(argv):
                   + ", ".join(f"{first[n][0][0]:.1f}" for n in names) + " |")
     print()
     for p in peers:
-        worst = min(ratios[p], key=lambda r: r[2])
+        worst = min(ratios[p], key=lambda r: r[2])  # noqa: B023
         target = "1.0x" if p == "tunix" else "1.5x"
         print(f"verdict: the JAX engine is at least {worst[2]:.2f}x {p} over these batches and modes (lowest: "
               f"{worst[0]}, batch {worst[1]}; target {target}): "

@@ -107,11 +107,15 @@ class GRPOUpdate:
 class IdsTokenizer:
     """A tokenizer for tunix's sampler (its TokenizerAdapter's plain protocol) that hands it prompts already as
     this project's token ids, so both samplers start from the same ids: `encode` looks a prompt's key up; no BOS
-    is added (the chat template's ids are the whole prompt)."""
+    is added (the chat template's ids are the whole prompt). tunix takes every pad id in a row for padding (its
+    masks and positions come from `tokens != pad_id`), and SmolLM2's pad id is its <|im_end|>, which every chat
+    prompt holds: the pad id it is given is the lowest id in no prompt."""
 
     def __init__(self, tokenizer, prompts: dict[str, list[int]]):
         self._tokenizer = tokenizer
         self._prompts = prompts
+        used = {t for ids in prompts.values() for t in ids}
+        self._pad_id = tokenizer.pad_id if tokenizer.pad_id not in used else min(set(range(len(used) + 1)) - used)
 
     def encode(self, text: str, **_) -> list[int]:
         return list(self._prompts[text])
@@ -126,7 +130,7 @@ class IdsTokenizer:
         return self._tokenizer.eos_id
 
     def pad_id(self) -> int:
-        return self._tokenizer.pad_id
+        return self._pad_id
 
 
 class Sampler:
