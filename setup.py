@@ -11,6 +11,7 @@ setup(
     python_requires=">=3.10",
     install_requires=[
         "jax>=0.6",
+        "flax>=0.12.8",  # the policy as NNX modules (models/modules.py)
         "optax>=0.2",
         "orbax-checkpoint>=0.11",
         "ml-collections>=1.0",

@@ -1,8 +1,10 @@
-"""Model families as pure functions of a params pytree, their loaders, exporter, tokenizer and sharding rules.
+"""Model families as pure functions of a params pytree and as Flax NNX modules, their loaders, exporter, tokenizer
+and sharding rules.
 
 A family is looked up from the type of its config (`family(config)`): llama.py (Llama, SmolLM2, Qwen2/3 dense,
-`ModelConfig`) and qwen3_5.py (the Qwen3.5 hybrid, `Qwen3_5Config`). The functions below dispatch on it, so the
-trainer and the sampler run any family without naming one.
+`ModelConfig`), qwen3_5.py (the Qwen3.5 hybrid, `Qwen3_5Config`) and any NNX module (`ModuleConfig`, from
+modules.as_policy). The functions below dispatch on it, so the trainer and the sampler run any family without
+naming one.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ import dataclasses
 import os
 from typing import Any, Callable
 
-from harnessrl_jax.models import llama, qwen3_5
+from flax import nnx
+
+from harnessrl_jax.models import llama, modules, qwen3_5
 from harnessrl_jax.models.llama import KVCache, ModelConfig, Params
+from harnessrl_jax.models.modules import Llama, ModuleConfig, Qwen3_5, TokenCache, as_policy
 from harnessrl_jax.models.presets import PRESETS, RANDOM_PRESETS, preset_config, weights_path
 from harnessrl_jax.models.qwen3_5 import HybridCache, Qwen3_5Config
 
@@ -30,15 +35,21 @@ class Family:
     init_params: Callable  # (config, rng, std) -> random params
     forward_flops: Callable  # (config, batch, seq) -> matmul FLOPs of one forward
     # (config, params, tokens, attention_mask=None, positions=None, constrain=...) -> (final-normed hidden states,
-    # output head: [V, D] when config.tie_embeddings, else [D, V]), what the trainer's chunked head takes
+    # output head: [V, D] when config.tie_embeddings, else [D, V], or None: the first is already the logits), what
+    # the trainer's chunked head takes
     features: Callable
+    module: Callable  # (config, params) -> the policy as an NNX module over those params (arrays or abstract)
 
 
 FAMILIES: dict[type, Family] = {
     ModelConfig: Family("llama", llama.forward, llama.forward_cached, KVCache.empty, llama.param_shapes,
-                        llama.init_params, llama.forward_flops, llama.features),
+                        llama.init_params, llama.forward_flops, llama.features, Llama),
     Qwen3_5Config: Family("qwen3_5", qwen3_5.forward, qwen3_5.forward_cached, HybridCache.empty,
-                          qwen3_5.param_shapes, qwen3_5.init_params, qwen3_5.forward_flops, qwen3_5.features),
+                          qwen3_5.param_shapes, qwen3_5.init_params, qwen3_5.forward_flops, qwen3_5.features,
+                          Qwen3_5),
+    ModuleConfig: Family("module", modules.module_forward, modules.module_forward_cached, TokenCache.empty,
+                         modules.module_param_shapes, modules.module_init_params, modules.module_flops,
+                         modules.module_features, lambda config, params: nnx.merge(config.graphdef, params)),
 }
 
 
@@ -84,6 +95,11 @@ def init_params(config, rng, std: float = 0.02) -> Params:
 def forward_flops(config, batch: int, seq: int) -> float:
     """Matmul FLOPs of one causal forward over [batch, seq] tokens."""
     return family(config).forward_flops(config, batch, seq)
+
+
+def nnx_module(config, params: Params) -> nnx.Module:
+    """The policy of `config` as an NNX module holding `params` (nnx.split gives them back as this dict)."""
+    return family(config).module(config, params)
 
 
 def load_pretrained(name_or_path: str, *, timings: dict[str, float] | None = None,
@@ -142,7 +158,7 @@ def load_pretrained(name_or_path: str, *, timings: dict[str, float] | None = Non
 
 
 __all__ = [
-    "FAMILIES", "Family", "HybridCache", "KVCache", "ModelConfig", "Params", "PRESETS", "Qwen3_5Config", "family",
-    "features", "forward", "forward_cached", "forward_flops", "init_cache", "init_params", "load_pretrained",
-    "param_shapes", "preset_config",
+    "FAMILIES", "Family", "HybridCache", "KVCache", "Llama", "ModelConfig", "ModuleConfig", "Params", "PRESETS",
+    "Qwen3_5", "Qwen3_5Config", "TokenCache", "as_policy", "family", "features", "forward", "forward_cached",
+    "forward_flops", "init_cache", "init_params", "load_pretrained", "nnx_module", "param_shapes", "preset_config",
 ]

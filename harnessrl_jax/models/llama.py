@@ -1,9 +1,10 @@
 """Llama-family decoder (Llama, SmolLM2, Qwen2, Qwen3 dense) as pure functions of a params pytree.
 
-The params are a plain nested dict of arrays (no Flax module), so loaders, the exporter and the sharding rules
-address weights by path. Layers are stacked on a leading axis and run with `lax.scan`, so compile time does not grow
-with depth (`scan_layers=False` unrolls them). RoPE is HF's rotate-half form (GGUF loaders undo llama.cpp's Q/K row
-permutation). Layout (all matrices stored [in, out], the transpose of the HF/torch layout):
+The params are a plain nested dict of arrays, so loaders, the exporter and checkpoints address weights by path
+(modules.Llama is this decoder as a Flax NNX module over the same dict). Layers are stacked on a leading axis and run
+with `lax.scan`, so compile time does not grow with depth (`scan_layers=False` unrolls them). RoPE is HF's
+rotate-half form (GGUF loaders undo llama.cpp's Q/K row permutation). Layout (all matrices stored [in, out], the
+transpose of the HF/torch layout):
   embed [V, D]; final_norm [D]; lm_head [D, V] unless tied to embed
   layers/{attn_norm, mlp_norm} [L, D]; {wq [L, D, Hq*Dh], wk, wv [L, D, Hkv*Dh], wo [L, Hq*Dh, D]}
   layers/{bq, bk, bv} when attention_bias; layers/{q_norm, k_norm} [L, Dh] when qk_norm (Qwen3)

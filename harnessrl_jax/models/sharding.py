@@ -1,8 +1,9 @@
 """Sharding rules: one PartitionSpec per parameter over the named mesh axes (data, fsdp, tensor).
 
-Weights are split along `fsdp` on the model dimension and along `tensor` on heads / the MLP hidden dimension
-(Megatron style: column-parallel in, row-parallel out). The stacked layer axis is never split. A dimension that
-a mesh axis does not divide is left replicated on that axis, so any mesh shape works for any model.
+Each parameter's logical axes are the annotations on the policy module's nnx.Params (modules.AXES for the
+families); modules.LOGICAL_RULES maps them to mesh axes: `fsdp` on the model dimension, `tensor` on heads / the MLP
+hidden dimension (Megatron style: column-parallel in, row-parallel out), the stacked layer axis never split. A
+dimension that a mesh axis does not divide is left replicated on that axis, so any mesh shape works for any model.
 """
 
 from __future__ import annotations
@@ -11,40 +12,10 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from harnessrl_jax.models import Params, param_shapes
+from harnessrl_jax.models import Params, nnx_module, param_shapes
+from harnessrl_jax.models.modules import LOGICAL_RULES, logical_specs
 
 MESH_AXES = ("data", "fsdp", "tensor")
-
-_RULES = {
-    "embed": P("tensor", "fsdp"),
-    "lm_head": P("fsdp", "tensor"),
-    "final_norm": P(None),
-    "attn_norm": P(None, None),
-    "mlp_norm": P(None, None),
-    "q_norm": P(None, None),
-    "k_norm": P(None, None),
-    "wq": P(None, "fsdp", "tensor"),
-    "wk": P(None, "fsdp", "tensor"),
-    "wv": P(None, "fsdp", "tensor"),
-    "bq": P(None, "tensor"),
-    "bk": P(None, "tensor"),
-    "bv": P(None, "tensor"),
-    "wo": P(None, "tensor", "fsdp"),
-    "w_gate": P(None, "fsdp", "tensor"),
-    "w_up": P(None, "fsdp", "tensor"),
-    "w_down": P(None, "tensor", "fsdp"),
-    # Qwen3.5's Gated DeltaNet: projections split like attention's (heads over tensor), its per-head vectors and
-    # the 4-tap convolution split over tensor along channels.
-    "w_qkv": P(None, "fsdp", "tensor"),
-    "w_z": P(None, "fsdp", "tensor"),
-    "w_b": P(None, "fsdp", "tensor"),
-    "w_a": P(None, "fsdp", "tensor"),
-    "conv": P(None, None, "tensor"),
-    "A_log": P(None, "tensor"),
-    "dt_bias": P(None, "tensor"),
-    "gdn_norm": P(None, None),
-    "w_out": P(None, "tensor", "fsdp"),
-}
 
 # Activations: batch over data and fsdp (FSDP is data parallel over weights gathered per layer).
 BATCH_SPEC = P(("data", "fsdp"))
@@ -80,11 +51,11 @@ def _fit(spec: P, shape: tuple[int, ...], mesh: Mesh) -> P:
 def partition_specs(config, mesh: Mesh) -> Params:
     """PartitionSpecs for every parameter of `config`, fitted to `mesh`."""
     shapes = param_shapes(config)
-    return jax.tree_util.tree_map_with_path(
-        lambda path, shape: _fit(_RULES[path[-1].key], shape, mesh),
-        shapes,
-        is_leaf=lambda x: isinstance(x, tuple),
-    )
+    abstract = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s, np.float32), shapes,
+                            is_leaf=lambda x: isinstance(x, tuple))
+    logical = logical_specs(nnx_module(config, abstract))
+    return jax.tree.map(lambda spec, shape: _fit(P(*(LOGICAL_RULES.get(a) for a in spec)), shape, mesh),
+                        logical, shapes, is_leaf=lambda x: isinstance(x, P))
 
 
 def param_shardings(config, mesh: Mesh) -> Params:

@@ -245,6 +245,11 @@ class Trainer:
     def _head(self, params: Params, tokens, attention_mask, window, ids):
         """(logprobs [b, W, K] of ids [b, W, K], entropy [b, W]) at the loss temperature, at the window."""
         x, head = features(self.model_config, params, tokens, attention_mask, constrain=self._constrain)
+        if head is None:  # a module policy: x is already the logits [b, T, V]
+            z = self._at(x, window) / self.loss.temperature
+            logp = jax.nn.log_softmax(z, axis=-1)
+            entropy = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+            return jnp.take_along_axis(logp, ids, axis=-1), entropy
         rows = max(1, x.shape[0] // self.data_parallel)
         return gathered_logprobs(self._at(x, window), head, ids, temperature=self.loss.temperature,
                                  vocab_axis=0 if self.model_config.tie_embeddings else 1,
