@@ -17,6 +17,9 @@ from harnessrl_jax.eval import testbed
 from harnessrl_jax.rubric import rules
 from harnessrl_jax.stepper import Stepper
 
+# one worker builds the module's set-up: `--dist loadgroup` would otherwise spread the tests over both, each building it
+pytestmark = pytest.mark.xdist_group("testbed_learns")
+
 STEPS = 6  # seed 0: a wholly saturated task's third draw (the down-weight's earliest) comes at step 4
 
 
