@@ -2,7 +2,9 @@
 
 A record holds the rollout history (responses, the K x J score matrix S, rewards), the rubric history (the task's
 harness slice, the attributor's labels, every proposed action with its deltas and verdict) and the training
-dynamics of that draw. `append_step` writes a whole training step in one transaction (WAL, synchronous=FULL), so a
+dynamics of that draw. The responses are stored apart from the rest (`draws.responses`): the time index reads every
+earlier draw of a task, but the evolver reads the responses of a few, so a record's responses are decoded only
+when one of them is read. `append_step` writes a whole training step in one transaction (WAL, synchronous=FULL), so a
 run killed mid-step loses that step and nothing else; `truncate_after(k)` drops later steps so a resume from the
 checkpoint of step k is exact.
 """
@@ -24,13 +26,13 @@ import numpy as np
 
 from harnessrl_jax.words import VERDICTS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE steps(step INTEGER PRIMARY KEY, n_draws INTEGER NOT NULL, time REAL NOT NULL);
 CREATE TABLE draws(id INTEGER PRIMARY KEY, step INTEGER NOT NULL, task_id TEXT NOT NULL,
-                   reward_mean REAL, payload BLOB NOT NULL);
+                   reward_mean REAL, payload BLOB NOT NULL, responses BLOB NOT NULL);
 CREATE INDEX draws_task ON draws(task_id, step, id);
 CREATE INDEX draws_step ON draws(step);
 -- One row per wording of a criterion: a rewrite is a new row, so evidence stays tied to the text it was judged by.
@@ -130,16 +132,17 @@ def _dumps(obj) -> str:
     return json.dumps(obj, default=_jsonable, separators=(",", ":"), ensure_ascii=False)
 
 
-def _encode(r: DrawRecord) -> bytes:
+def _encode(r: DrawRecord) -> tuple[bytes, bytes]:
+    """(payload, responses): the record less its responses, and the responses, each compressed JSON."""
     body = {
         "criterion_ids": list(r.criterion_ids), "criterion_texts": list(r.criterion_texts),
-        "responses": list(r.responses), "scores": np.asarray(r.scores, np.float64),
+        "scores": np.asarray(r.scores, np.float64),
         "rewards": np.asarray(r.rewards, np.float64), "harness": r.harness, "labels": r.labels,
         "task_label": r.task_label, "actions": [dataclasses.asdict(a) for a in r.actions], "dynamics": r.dynamics,
     }
     # Level 1: a step's 512 draws of paper-length responses compress ~5x faster than at 6, for ~20% more bytes
     # (launch/bench_scale.py); any level reads back the same.
-    return zlib.compress(_dumps(body).encode(), 1)
+    return zlib.compress(_dumps(body).encode(), 1), zlib.compress(_dumps(list(r.responses)).encode(), 1)
 
 
 def _action(d: Mapping[str, Any]) -> ActionRecord:
@@ -149,13 +152,44 @@ def _action(d: Mapping[str, Any]) -> ActionRecord:
     return ActionRecord(**d)
 
 
-def _decode(draw_id: int, step: int, task_id: str, blob: bytes) -> DrawRecord:
+class _Responses(Sequence[str]):
+    """A draw's J responses, read from the store and decoded at the first access to one of them."""
+
+    def __init__(self, db: sqlite3.Connection, draw_id: int, n: int):
+        self._db, self._id, self._n, self._texts = db, draw_id, n, None
+
+    def _load(self) -> tuple[str, ...]:
+        if self._texts is None:
+            (blob,), = self._db.execute("SELECT responses FROM draws WHERE id=?", (self._id,))
+            self._texts = tuple(json.loads(zlib.decompress(blob)))
+        return self._texts
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, j):
+        return self._load()[j]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __repr__(self) -> str:
+        return repr(self._load())
+
+
+def _decode(draw_id: int, step: int, task_id: str, blob: bytes, responses: bytes | sqlite3.Connection
+            ) -> DrawRecord:
+    """The record from its payload and its responses: their blob, or the store to read them from when first used."""
     b = json.loads(zlib.decompress(blob))
-    k, j = len(b["criterion_ids"]), len(b["responses"])
+    rewards = np.asarray(b["rewards"], np.float64)
+    if isinstance(responses, bytes):
+        responses = tuple(json.loads(zlib.decompress(responses)))
+    else:
+        responses = _Responses(responses, draw_id, len(rewards))
     return DrawRecord(
         step=step, task_id=task_id, criterion_ids=tuple(b["criterion_ids"]),
-        criterion_texts=tuple(b["criterion_texts"]), responses=tuple(b["responses"]),
-        scores=np.asarray(b["scores"], np.float64).reshape(k, j), rewards=np.asarray(b["rewards"], np.float64),
+        criterion_texts=tuple(b["criterion_texts"]), responses=responses,
+        scores=np.asarray(b["scores"], np.float64).reshape(len(b["criterion_ids"]), len(rewards)), rewards=rewards,
         harness=b["harness"], labels=b["labels"], task_label=b["task_label"],
         actions=tuple(_action(a) for a in b["actions"]), dynamics=b["dynamics"], draw_id=draw_id)
 
@@ -307,8 +341,8 @@ class RecordStore:
     def _insert_draw(self, r: DrawRecord) -> None:
         rewards = np.asarray(r.rewards, np.float64)
         mean = float(np.nanmean(rewards)) if np.any(~np.isnan(rewards)) else None
-        draw_id = self.db.execute("INSERT INTO draws(step, task_id, reward_mean, payload) VALUES (?, ?, ?, ?)",
-                                  (r.step, r.task_id, mean, _encode(r))).lastrowid
+        draw_id = self.db.execute("INSERT INTO draws(step, task_id, reward_mean, payload, responses) "
+                                  "VALUES (?, ?, ?, ?, ?)", (r.step, r.task_id, mean, *_encode(r))).lastrowid
         rows, _ = self._criterion_rows(r.task_id, list(zip(r.criterion_ids, r.criterion_texts)), r.step)
         s = np.asarray(r.scores, np.float64)
         valid = ~np.isnan(s)
@@ -369,11 +403,12 @@ class RecordStore:
     # --- time index ---------------------------------------------------------------------------------------------
 
     def history(self, task_id: str, before_step: int | None = None, limit: int | None = None) -> list[DrawRecord]:
-        """All recorded draws of `task_id` (before `before_step`), newest first."""
+        """All recorded draws of `task_id` (before `before_step`), newest first; each record's responses are read
+        from the store when first used."""
         rows = self.db.execute(
             "SELECT id, step, task_id, payload FROM draws WHERE task_id=? AND step < ? ORDER BY step DESC, id DESC "
-            "LIMIT ?", (task_id, _before(before_step), -1 if limit is None else limit))
-        return [_decode(*row) for row in rows]
+            "LIMIT ?", (task_id, _before(before_step), -1 if limit is None else limit)).fetchall()
+        return [_decode(*row, self.db) for row in rows]
 
     def draws(self, steps: Iterable[int] | None = None) -> Iterable[DrawRecord]:
         """Every recorded draw (of `steps` only, when given) in step order."""
@@ -385,7 +420,8 @@ class RecordStore:
 
     def record(self, draw_id: int) -> DrawRecord:
         """One draw by id (the ids `evidence_ids` and donor examples refer to)."""
-        row = self.db.execute("SELECT id, step, task_id, payload FROM draws WHERE id=?", (draw_id,)).fetchone()
+        row = self.db.execute("SELECT id, step, task_id, payload, responses FROM draws WHERE id=?",
+                              (draw_id,)).fetchone()
         if row is None:
             raise KeyError(f"no draw {draw_id}")
         return _decode(*row)
@@ -600,12 +636,12 @@ class RecordStore:
         each, oriented by the criterion's sign in that draw: a requirement is achieved when met (S = 1), a pitfall
         when avoided (S = 0)."""
         achieved, missed = [], []
-        for draw_id, k, n_met, n_valid in self.db.execute(
-                "SELECT o.draw_id, o.k, o.n_met, o.n_valid FROM outcomes o JOIN draws d ON d.id = o.draw_id "
-                "WHERE o.criterion=? ORDER BY d.step DESC, d.id DESC", (row,)):
+        for draw_id, k, n_met, n_valid, step, task_id, payload in self.db.execute(
+                "SELECT o.draw_id, o.k, o.n_met, o.n_valid, d.step, d.task_id, d.payload FROM outcomes o "
+                "JOIN draws d ON d.id = o.draw_id WHERE o.criterion=? ORDER BY d.step DESC, d.id DESC", (row,)):
             if n_valid == 0 or (len(achieved) >= n and len(missed) >= n):
                 continue
-            r = self.record(draw_id)
+            r = _decode(draw_id, step, task_id, payload, self.db)
             pitfall = _points(r, k) < 0
             n_achieved = n_valid - n_met if pitfall else n_met
             if (len(achieved) < n and n_achieved > 0) or (len(missed) < n and n_achieved < n_valid):

@@ -88,7 +88,7 @@ def test_a_step_that_fails_midway_leaves_no_trace(store, monkeypatch):
     with pytest.raises(RuntimeError, match="disk full"):
         store.append_step(2, [record(2, "a", [[1, 1]]), record(2, "b", [[0, 0]])])
     assert store.last_step == 1 and [r.step for r in store.history("a")] == [1] and store.history("b") == []
-    assert store.positions() == {"schema": 1, "step": 1, "draws": 1, "criteria": 1}
+    assert store.positions() == {"schema": 2, "step": 1, "draws": 1, "criteria": 1}
 
 
 CHILD = textwrap.dedent("""
@@ -329,9 +329,9 @@ def test_reversal_windows_of_an_empty_store_and_of_a_window_without_updates(stor
 def test_truncate_after_resume_step_drops_later_steps_and_their_criteria(store):
     store.append_step(1, [record(1, "a", [[1, 0]])])
     store.append_step(2, [record(2, "a", [[1, 1]], texts=["new wording"]), record(2, "b", [[0, 1]])])
-    assert store.positions() == {"schema": 1, "step": 2, "draws": 3, "criteria": 3}
+    assert store.positions() == {"schema": 2, "step": 2, "draws": 3, "criteria": 3}
     assert store.truncate_after(1) == 2  # draws dropped
-    assert store.positions() == {"schema": 1, "step": 1, "draws": 1, "criteria": 1}
+    assert store.positions() == {"schema": 2, "step": 1, "draws": 1, "criteria": 1}
     assert [r.step for r in store.history("a")] == [1] and store.pass_rates("b") == {}
     assert [t for _, _, _, t in store.criterion_rows()] == ["a criterion 0"]
 
