@@ -28,27 +28,32 @@ def words(text: str) -> list[str]:
 _CACHED = 1 << 13
 
 
+# The measures below are asked of one group's responses in turn: a few dozen word lists serve them all.
+@functools.lru_cache(maxsize=64)
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(words(text))
+
+
 @functools.lru_cache(maxsize=_CACHED)
 def word_count(text: str) -> int:
-    return len(words(text))
+    return len(_words(text))
 
 
 @functools.lru_cache(maxsize=_CACHED)
 def content_words(text: str) -> frozenset[str]:
-    return frozenset(w for w in words(text) if len(w) > 2 and w not in STOPWORDS and not w.isdigit())
+    return frozenset(w for w in _words(text) if len(w) > 2 and w not in STOPWORDS and not w.isdigit())
 
 
 @functools.lru_cache(maxsize=_CACHED)
 def degenerate(text: str, min_words: int = 8, repeat_run: int = 3, distinct_ratio: float = 0.5) -> str | None:
     """Why a response is degenerate ('very short', 'repeated tokens', 'repetitive'), or None."""
-    w = words(text)
+    w = _words(text)
     if len(w) < min_words:
         return "very short"
-    run = best = 1
-    for a, b in zip(w, w[1:]):
-        run = run + 1 if a == b else 1
-        best = max(best, run)
-    if best >= repeat_run:
+    # a run of `repeat_run` identical tokens: repeat_run - 1 consecutive positions equal to the next token
+    same = [i for i, (a, b) in enumerate(zip(w, w[1:])) if a == b]
+    if repeat_run <= 1 or any(same[n + repeat_run - 2] - same[n] == repeat_run - 2
+                              for n in range(len(same) - repeat_run + 2)):
         return "repeated tokens"
     if len(w) >= 10 and len(set(w)) / len(w) < distinct_ratio:
         return "repetitive"

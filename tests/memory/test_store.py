@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import zlib
 
 import numpy as np
 import pytest
@@ -370,3 +371,18 @@ def test_schema_version_is_checked(tmp_path):
     with pytest.raises(RuntimeError, match="schema version 99"):
         RecordStore(path)
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_the_time_index_reads_a_draws_responses_only_when_one_is_used(store):
+    """History and examples decode a draw's scores without its responses (a paper-length draw is mostly
+    responses), and read them at the first access: a history that decoded them eagerly raises here."""
+    store.append_step(0, [record(0, "a", [[1, 0]])])
+    store.db.execute("UPDATE draws SET responses = x'00'")  # unreadable if it were decoded
+    (r,) = store.history("a")
+    np.testing.assert_array_equal(r.scores, [[1, 0]])
+    assert len(r.responses) == 2
+    (row,) = [row for row, task, cid, _ in store.criterion_rows() if (task, cid) == ("a", "c0")]
+    with pytest.raises(zlib.error):
+        store.examples(row)  # takes a response: only now is the column read
+    with pytest.raises(zlib.error):
+        r.responses[0]
