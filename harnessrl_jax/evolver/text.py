@@ -41,7 +41,7 @@ def word_count(text: str) -> int:
 
 @functools.lru_cache(maxsize=_CACHED)
 def content_words(text: str) -> frozenset[str]:
-    return frozenset(w for w in _words(text) if len(w) > 2 and w not in STOPWORDS and not w.isdigit())
+    return frozenset(w for w in frozenset(_words(text)) - STOPWORDS if len(w) > 2 and not w.isdigit())
 
 
 @functools.lru_cache(maxsize=_CACHED)
