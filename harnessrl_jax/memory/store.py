@@ -223,6 +223,9 @@ class Update:
     undone: bool = False
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def harness_changes(before: Mapping[str, Any], after: Mapping[str, Any], prefix: str = "") -> dict[str, list]:
     """Leaves of two harness slices that differ, as {dotted.path: [before, after]} (absent = None)."""
     out: dict[str, list] = {}
@@ -231,6 +234,9 @@ def harness_changes(before: Mapping[str, Any], after: Mapping[str, Any], prefix:
         path = f"{prefix}{key}"
         if isinstance(b, Mapping) and isinstance(a, Mapping):
             out.update(harness_changes(b, a, path + "."))
+        elif type(b) in _SCALARS and type(a) in _SCALARS:  # stored as they are
+            if b != a:
+                out[path] = [b, a]
         elif json.loads(_dumps(b)) != json.loads(_dumps(a)):  # compare as stored: tuples == lists, numpy == float
             out[path] = [json.loads(_dumps(b)), json.loads(_dumps(a))]
     return out
