@@ -377,7 +377,7 @@ def test_the_time_index_reads_a_draws_responses_only_when_one_is_used(store):
     """History and examples decode a draw's scores without its responses (a paper-length draw is mostly
     responses), and read them at the first access: a history that decoded them eagerly raises here."""
     store.append_step(0, [record(0, "a", [[1, 0]])])
-    store.db.execute("UPDATE draws SET responses = x'00'")  # unreadable if it were decoded
+    store.db.execute("UPDATE responses SET texts = x'00'")  # unreadable if it were decoded
     (r,) = store.history("a")
     np.testing.assert_array_equal(r.scores, [[1, 0]])
     assert len(r.responses) == 2
