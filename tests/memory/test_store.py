@@ -335,6 +335,9 @@ def test_truncate_after_resume_step_drops_later_steps_and_their_criteria(store):
     assert store.positions() == {"schema": 2, "step": 1, "draws": 1, "criteria": 1}
     assert [r.step for r in store.history("a")] == [1] and store.pass_rates("b") == {}
     assert [t for _, _, _, t in store.criterion_rows()] == ["a criterion 0"]
+    # the dropped draws' responses go too: a step written after the resume reuses their ids
+    store.append_step(2, [record(2, "b", [[0, 1]], responses=["again 0", "again 1"])])
+    assert store.history("b")[0].responses == ("again 0", "again 1")
 
 
 def test_memory_open_at_checkpoint_positions_is_exact_and_refuses_a_foreign_memory(tmp_path):
