@@ -483,8 +483,9 @@ class RecordStore:
         return np.asarray([(s, math.nan if m is None else m) for s, m in rows], np.float64).reshape(-1, 2)
 
     def actions(self, task_id: str | None = None, before_step: int | None = None, verdict: str | None = None,
-                last_draws: int | None = None) -> list[tuple[int, int, ActionRecord]]:
-        """(step, draw id, action) of a task's (or every task's) recorded actions, newest first."""
+                last_draws: int | None = None, limit: int | None = None) -> list[tuple[int, int, ActionRecord]]:
+        """(step, draw id, action) of a task's (or every task's) recorded actions, newest first (the `limit` newest
+        when given)."""
         sql, args = "SELECT step, draw_id, payload FROM actions WHERE step < ?", [_before(before_step)]
         if task_id is not None:
             sql, args = sql + " AND task_id=?", args + [task_id]
@@ -495,16 +496,20 @@ class RecordStore:
                 raise ValueError("last_draws needs a task_id")
             sub, sub_args = self._last_draws(task_id, before_step, last_draws)
             sql, args = sql + f" AND draw_id IN ({sub})", args + list(sub_args)
-        rows = self.db.execute(sql + " ORDER BY step DESC, draw_id DESC, id", args)
+        sql += " ORDER BY step DESC, draw_id DESC, id"
+        if limit is not None:
+            sql, args = sql + " LIMIT ?", args + [limit]
+        rows = self.db.execute(sql, args)
         return [(s, d, _action(json.loads(p))) for s, d, p in rows]
 
     def updates(self, task_id: str, before_step: int | None = None, limit: int | None = 50) -> list[Update]:
         """The task's earlier updates (accepted, rejected, noop), newest first, each accepted one marked `undone`
         when a later accepted update of the task put its targets back."""
-        acts = self.actions(task_id, before_step)
+        # Only the `limit` newest are listed, and whether one was undone depends only on newer ones: the older ones
+        # are not read, so a call decodes at most `limit` actions however many the task has.
+        acts = self.actions(task_id, before_step, limit=limit)
         out = []
-        # only the `limit` newest are asked whether a later one undid them: each check reads the later ones
-        for n, (step, _, a) in enumerate(acts if limit is None else acts[:limit]):
+        for n, (step, _, a) in enumerate(acts):
             undone = a.verdict == "accepted" and any(
                 later.verdict == "accepted" and undoes(later, a) for _, _, later in acts[:n])
             out.append(Update(step, a, undone))

@@ -269,6 +269,11 @@ def test_reversals_count_undos_within_two_draws_of_the_task(store):
     assert store.would_reverse("a", restore, before_step=3) == (1, down)
     assert store.would_reverse("b", restore, before_step=5) is None  # b's last two draws are steps 3 and 4
     assert [(s, a.op) for s, _, a in store.actions("a", verdict="accepted")] == [(3, "restore"), (1, "downweight")]
+    # updates: newest first, an accepted one undone by a later accepted one; `limit` keeps the newest (a limit
+    # applied before the newest-first order would list step 1's downweight, undone, instead)
+    full = [(u.step, u.record.op, u.undone) for u in store.updates("a")]
+    assert full == [(3, "restore", False), (2, "restore", False), (1, "downweight", True)]
+    assert [(u.step, u.record.op, u.undone) for u in store.updates("a", limit=2)] == full[:2]
 
 
 def test_reversal_windows_agree_with_a_pure_python_count_over_each_tasks_draws(store):
