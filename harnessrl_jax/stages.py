@@ -293,7 +293,7 @@ def train_on_batch(run: Run, state: TrainState, batch, *, return_sketch: bool = 
     blocks = [run.trainer.put_batch(batch.rows(slice(i * size, (i + 1) * size))) for i in range(n)]
     policy = run.trainer.policy_params(state)
     blocks = [b._replace(old_logprobs=run.trainer.logprobs(policy, b)) for b in blocks]
-    del policy  # under LoRA its merged targets: freed before the updates
+    del policy  # under LoRA, its merged copies of the targets are freed before the updates
     updates, sketches = [], []
     for block in blocks:
         state, metrics, *sketch = run.trainer.step(state, block, run.ref_params, **kw)

@@ -1,7 +1,7 @@
 """LoRA: low-rank adapters on chosen weight matrices of a frozen base, trained in their place (Hu et al. 2021).
 
-A target is a params leaf of two or more axes named by a suffix of its path (`wq`, `layers/w_down`,
-`full_attn/wq`): its last two axes are (in, out), any before them stacked layers. It gets A [..., in, r], drawn as
+A target is a weight matrix named by a suffix of its params path (`wq`, `layers/w_down`, `full_attn/wq`): a leaf
+whose last two axes are (in, out), any before them stacked layers. It gets A [..., in, r], drawn as
 PEFT's default draws it (uniform within +-1/sqrt(in)), and B [..., r, out], zero, and the policy's weight is
 
     W' = W + (alpha / r) * A @ B
@@ -139,14 +139,9 @@ def init_adapters(lora: Lora, base, rng: jax.Array):
 
 
 def merge(lora: Lora, view, adapters):
-    """The targets' merged weights W + (alpha / r) A @ B in float32 (view: partition(lora, base)[0])."""
+    """The targets' merged weights W + (alpha / r) A @ B, computed in float32 (view: partition(lora, base)[0])."""
     def one(w, ad):
         delta = jnp.einsum("...ir,...ro->...io", ad["a"], ad["b"], precision=jax.lax.Precision.HIGHEST)
         return (w.astype(jnp.float32) + lora.scale * delta).astype(w.dtype)
     return jax.tree.map(one, view, adapters)
 
-
-def merged_params(lora: Lora, base, adapters):
-    """The whole policy: the base with its targets merged (the other leaves are the base's arrays themselves)."""
-    view, rest = partition(lora, base)
-    return combine(merge(lora, view, adapters), rest)
