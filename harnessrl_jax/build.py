@@ -175,7 +175,8 @@ def setup(config, timings: dict[str, float] | None = None) -> Run:
     mesh = make_mesh(mesh_section.data, mesh_section.fsdp, mesh_section.tensor, devices=devices)
     method = methods.describe(config)
     trainer = make_trainer(config, model_config, mesh, method)
-    ref_params = trainer.place_params(params) if section(config, "loss").kl_coef else None
+    # the KL reference: the starting policy (under LoRA the train state's frozen base, not a second copy)
+    ref_params = trainer.place_params(params) if section(config, "loss").kl_coef and trainer.lora is None else None
     engine = build_engine(config, trainer.model_config, params, tokenizer)
     rows = round_up(config.tasks_per_step * config.num_generations,
                     config.mini_batches * config.micro_batches * trainer.data_parallel)
@@ -197,7 +198,8 @@ def make_trainer(config, model_config, mesh, method: methods.Method | None = Non
     optimizer, schedule = make_optimizer(section(config, "optim"))
     sketch_spec = method.sketch(config, model_config) if method.sketch is not None else None
     return Trainer(model_config, optimizer, mesh, loss_settings(config, method), schedule=schedule,
-                   micro_batches=config.micro_batches, sketch_spec=sketch_spec, completion_len=config.max_new_tokens)
+                   micro_batches=config.micro_batches, sketch_spec=sketch_spec, completion_len=config.max_new_tokens,
+                   lora=section(config, "model").lora(model_config))
 
 
 def guidance_budget(config, method: methods.Method | None = None) -> int:
@@ -231,7 +233,7 @@ def build_engine(config, model_config: ModelConfig, params: Params, tokenizer):
 def initial_state(run: Run) -> TrainState:
     """The train state at step 0: the starting policy, a zeroed optimiser, the run's root key."""
     state = run.trainer.init_state(run.initial_params, jax.random.PRNGKey(run.config.seed))
-    push_weights(run, state.params)
+    push_weights(run, run.trainer.policy_params(state))
     return state
 
 

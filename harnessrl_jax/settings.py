@@ -23,6 +23,9 @@ from harnessrl_jax.evolver.attributor import AttributorConfig
 from harnessrl_jax.evolver.critic import GUIDANCE_BAND, RUBRIC_BAND, SAMPLING_GATES, Bands
 from harnessrl_jax.evolver.rule_proposer import ProposerConfig
 from harnessrl_jax.memory.semantic import DEFAULT_EMBEDDER, MIN_COSINE
+from harnessrl_jax.models import param_shapes
+from harnessrl_jax.models.sharding import logical_param_specs
+from harnessrl_jax.rl.lora import Lora, resolve as resolve_lora
 from harnessrl_jax.rl.optim import OptimConfig
 from harnessrl_jax.rl.step import LossConfig
 from harnessrl_jax.words import INTERFACES, Interface
@@ -73,10 +76,31 @@ class ModelSection:
     # (models/llama.py ModelConfig.scan_layers); keep True with remat.
     scan_layers: bool = True
     init_std: float = 0.02  # random-weight presets only
+    # LoRA (rl/lora.py): r > 0 trains rank-r adapters on lora_targets, W' = W + (lora_alpha / r) A @ B, and only
+    # they are checkpointed; the base stays frozen. 0: full fine-tuning. lora_alpha's default is PEFT's (8).
+    lora_rank: int = 0
+    lora_alpha: float = 8.0
+    # comma-separated suffixes of params paths (`wq`, `full_attn/wq`); the default: attention and MLP matrices of
+    # the llama family and Qwen3.5 (whose Gated DeltaNet projections are w_qkv, w_z, w_b, w_a, w_out)
+    lora_targets: str = "wq,wk,wv,wo,w_gate,w_up,w_down"
+
+    def __post_init__(self):
+        _at_least(self, 0, "lora_rank")
+        if self.lora_alpha <= 0:
+            raise ValueError(f"lora_alpha={self.lora_alpha}: must be > 0")
 
     def overrides(self) -> dict[str, Any]:
         """The ModelConfig fields this section sets (how the model computes, not which model it is)."""
         return {"compute_dtype": self.compute_dtype, "remat": self.remat, "scan_layers": self.scan_layers}
+
+    def lora(self, model_config) -> Lora | None:
+        """The adapters this section asks for on `model_config`'s params (None: full fine-tuning); a target that
+        names no weight matrix is a ConfigError listing the model's."""
+        try:
+            return resolve_lora(param_shapes(model_config), logical_param_specs(model_config), rank=self.lora_rank,
+                                alpha=self.lora_alpha, targets=self.lora_targets)
+        except ValueError as e:
+            raise ConfigError([f"--config.model.{e}"]) from None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -291,7 +291,9 @@ def train_on_batch(run: Run, state: TrainState, batch, *, return_sketch: bool = 
         return (state, metrics, np.asarray(to_host(sketch[0]))) if return_sketch else (state, metrics)
     size = run.rows // n
     blocks = [run.trainer.put_batch(batch.rows(slice(i * size, (i + 1) * size))) for i in range(n)]
-    blocks = [b._replace(old_logprobs=run.trainer.logprobs(state.params, b)) for b in blocks]
+    policy = run.trainer.policy_params(state)
+    blocks = [b._replace(old_logprobs=run.trainer.logprobs(policy, b)) for b in blocks]
+    del policy  # under LoRA, its merged copies of the targets are freed before the updates
     updates, sketches = [], []
     for block in blocks:
         state, metrics, *sketch = run.trainer.step(state, block, run.ref_params, **kw)

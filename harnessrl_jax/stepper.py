@@ -224,7 +224,7 @@ class Stepper:
                                rewards=rewards, u=u)
         sampler.observe(idx, trained.rewards)  # a learning sampler's update (SEC's values)
         state = trained.state
-        push_weights(run, state.params)
+        push_weights(run, run.trainer.policy_params(state))
         judge_s = trained.timings.get("time/judge", 0.0)  # a regrade for the advantages counts as judging
         for key, seconds in trained.timings.items():
             timings[key] = timings.get(key, 0.0) + seconds

@@ -106,8 +106,9 @@ def plan(config) -> dict:
         teacher_seq = round_up(seq - config.max_new_tokens + 2 * config.max_new_tokens, 8)
         teacher_fwd = forward_flops(model_config, teacher_rows, teacher_seq)
     state = trainer.abstract_state()
-    ref = trainer.abstract_params() if section(config, "loss").kl_coef else None
-    compiled = trainer._step.lower(state, batch, ref).compile()
+    frozen = trainer.abstract_params() if trainer.lora is not None else None  # LoRA: the base, also the reference
+    ref = trainer.abstract_params() if section(config, "loss").kl_coef and frozen is None else None
+    compiled = trainer._step.lower(state, batch, ref, frozen).compile()
     mem = compiled.memory_analysis()
 
     def per_device(tree) -> int:
@@ -120,17 +121,17 @@ def plan(config) -> dict:
             total += n * jnp.dtype(leaf.dtype).itemsize
         return total
 
-    params_b, opt_b = per_device(state.params), per_device(state.opt_state)
+    params_b, opt_b = per_device((state.params, frozen)), per_device(state.opt_state)
     ref_b = per_device(ref) if ref is not None else 0
     batch_b = per_device([x for x in batch if x is not None])
     temp_b = int(mem.temp_size_in_bytes) if mem is not None else 0
     fwd = forward_flops(model_config, rows, seq)
     # one forward + backward (2x) per update row; the reference forward (KL); the old-policy forward (mini-batches)
-    flops = 3 * fwd * (1 + (1 / 3 if model_config.remat else 0)) + (fwd if ref is not None else 0) + \
+    flops = 3 * fwd * (1 + (1 / 3 if model_config.remat else 0)) + (fwd if section(config, "loss").kl_coef else 0) + \
         (fwd if mini > 1 else 0) + teacher_fwd
     n = len(devices)
     return {"devices": n, "mesh": dict(mesh.shape), "model": config.model_name,
-            "params": sum(x.size for x in jax.tree.leaves(state.params)), "rows": rows, "seq": seq,
+            "params": sum(x.size for x in jax.tree.leaves(frozen or state.params)), "rows": rows, "seq": seq,
             "updates": mini, "micro_batches": config.micro_batches, "compute_dtype": model_config.compute_dtype,
             "bytes": {"params": params_b, "optimizer": opt_b, "reference": ref_b, "batch": batch_b,
                       "temporaries": temp_b, "total": params_b + opt_b + ref_b + batch_b + temp_b},

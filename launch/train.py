@@ -257,6 +257,7 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
         stepper.start(None)
     else:
         state, extra, _, _ = restored
+        state = run.trainer.with_base(state, run.initial_params)  # LoRA: the adapters on the config's weights
         start = int(to_host(state.step))
         try:
             stepper.start(extra)
@@ -265,7 +266,7 @@ def _train(config, workdir, stop_after, restore_step, on_damaged_checkpoint, sta
                             f"back to checkpoint {start}; train in a new --workdir") from None
         except ValueError as e:  # a memory or harness that is not this checkpoint's
             raise UserError(f"cannot resume from checkpoint {start} in {workdir}: {e}") from None
-        stages.push_weights(run, state.params)
+        stages.push_weights(run, run.trainer.policy_params(state))
         logging.info("resumed from step %d (%s)", start, ckpt.directory)
     run.initial_params = None  # the state holds the policy now: the host copy of the weights is freed
     end = config.total_steps if stop_after is None else min(stop_after, config.total_steps)

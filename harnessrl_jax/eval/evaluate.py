@@ -191,7 +191,7 @@ def restore_policy(run, workdir: str, step: int | None) -> int:
         elif step not in steps:
             raise FileNotFoundError(f"{directory} has no checkpoint at step {step}; it has {sorted(steps)}")
         state, _, _ = ckpt.restore(run.trainer.abstract_state(), step)
-    push_weights(run, state.params)
+    push_weights(run, run.trainer.policy_params(run.trainer.with_base(state, run.initial_params)))
     return step
 
 

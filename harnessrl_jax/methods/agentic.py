@@ -172,7 +172,7 @@ class AgentScheme(Scheme):
         timings = {}
         if step == run.config.total_steps - 1 and self.workdir is not None:
             start = time.perf_counter()
-            push_weights(run, state.params)
+            push_weights(run, run.trainer.policy_params(state))
             write_evaluation(self.workdir, evaluate(self, run, seed=run.config.seed + 1))
             timings["time/eval"] = time.perf_counter() - start
         return TrainResult(state, metrics, advantage_metrics, timings, rewards)

@@ -48,12 +48,17 @@ def _fit(spec: P, shape: tuple[int, ...], mesh: Mesh) -> P:
     return P(*out)
 
 
+def logical_param_specs(config) -> Params:
+    """The logical PartitionSpec of every parameter of `config` (its module's annotations; P() where none)."""
+    abstract = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s, np.float32), param_shapes(config),
+                            is_leaf=lambda x: isinstance(x, tuple))
+    return logical_specs(nnx_module(config, abstract))
+
+
 def partition_specs(config, mesh: Mesh) -> Params:
     """PartitionSpecs for every parameter of `config`, fitted to `mesh`."""
     shapes = param_shapes(config)
-    abstract = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s, np.float32), shapes,
-                            is_leaf=lambda x: isinstance(x, tuple))
-    logical = logical_specs(nnx_module(config, abstract))
+    logical = logical_param_specs(config)
     return jax.tree.map(lambda spec, shape: _fit(P(*(LOGICAL_RULES.get(a) for a in spec)), shape, mesh),
                         logical, shapes, is_leaf=lambda x: isinstance(x, P))
 

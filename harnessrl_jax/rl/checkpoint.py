@@ -1,4 +1,5 @@
-"""Checkpoints with orbax: the train state (params, optimiser state, step, RNG) and an `extra` slot, saved together.
+"""Checkpoints with orbax: the train state (params, optimiser state, step, RNG; under LoRA the adapters, not the
+frozen base) and an `extra` slot, saved together.
 
 `extra` is JSON (whatever later parts need to resume exactly); `extra_tree` an optional pytree of arrays. A
 checkpoint at step k holds the state after k updates, and resuming from it gives bitwise the params of never
@@ -162,6 +163,8 @@ class Checkpointer:
         """Save at `step` if it is a multiple of `save_every` (or `force`); returns whether a save started."""
         if not force and step % self.save_every:
             return False
+        if isinstance(state, TrainState):  # a LoRA state's frozen base comes back from the config's weights
+            state = state._replace(frozen=None)
         extra = extra or {}
         items = dict(state=ocp.args.StandardSave(state), extra=ocp.args.JsonSave(extra))
         integrity = {"state": fingerprint(state), "extra_sha256": _sha256(extra)}

@@ -4,12 +4,14 @@ Each of `micro_batches` slices (a `lax.scan`) adds its loss sum, denominator and
 totals, divided by the total denominator after the last slice, so any number of micro-batches gives the one-batch
 gradient; then global-norm clipping and AdamW (optim.py). Only completion positions reach the output head
 (rl/head.py). The old logprobs are stop_gradient(logp) of this forward with one update per batch, else
-`batch.old_logprobs`. CoCA's distillation term (distill targets in the batch) and HarnessBandit's gradient sketch
+`batch.old_logprobs`. With LoRA (`lora`, rl/lora.py) the trained params are the adapters: the targets are merged
+once per step, the gradient is taken with respect to the merged targets and pulled back to the adapters once after
+the last slice, and the frozen base (`TrainState.frozen`) is neither donated nor updated. CoCA's distillation term (distill targets in the batch) and HarnessBandit's gradient sketch
 (`sketch_spec`) are optional; without them the step compiles as before:
 
     objective = (pg_sum + lambda_D * KL_sum * D_pg / D_kl) / D_pg = L_GRPO + lambda_D * sum KL_t / D_kl
 
-Params and optimiser state are donated: the caller must not touch the old state after a step.
+The trained params and optimiser state are donated: the caller must not touch the old state after a step.
 """
 
 from __future__ import annotations
@@ -27,19 +29,25 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from harnessrl_jax.models import ModelConfig, Params, features, forward, param_shapes
 from harnessrl_jax.models.llama import split_layers, stack_layers
 from harnessrl_jax.models.sharding import BATCH_SPEC, partition_specs
-from harnessrl_jax.rl import distill, grpo
+from harnessrl_jax.rl import distill, grpo, lora as lora_lib
 from harnessrl_jax.rl.batch import TrainBatch
 from harnessrl_jax.rl.head import gathered_logprobs
 from harnessrl_jax.rl.sketch import sketch
 
+# The fold of the run's key the adapters are drawn from: a step count no run reaches (step k draws from fold k).
+LORA_KEY = 2**31 - 1
+
 
 class TrainState(NamedTuple):
-    """Everything the update changes, checkpointed together."""
+    """Everything the update changes, checkpointed together, and under LoRA the frozen base it adapts."""
 
-    params: Params  # float32 master weights
+    params: Params  # float32 master weights: the whole policy, or under LoRA its adapters
     opt_state: Any
     step: jax.Array  # int32 []: optimiser updates applied so far
     rng: jax.Array  # uint32 [2]: the run's root key; step k draws from fold_in(rng, k)
+    # Under LoRA the base params (float32, never updated); never checkpointed: a restored state takes them from the
+    # config's weights again (Trainer.with_base). None without LoRA.
+    frozen: Params | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -82,7 +90,7 @@ class Trainer:
     def __init__(self, model_config: ModelConfig, optimizer: optax.GradientTransformation, mesh: Mesh,
                  loss: LossSettings = LossSettings(), *, schedule: optax.Schedule | None = None,
                  micro_batches: int = 1, sketch_spec=None, completion_len: int | None = None,
-                 head_tokens: int = 512):
+                 head_tokens: int = 512, lora: lora_lib.Lora | None = None):
         if model_config.param_dtype != "float32":
             # Master weights stay float32; compute_dtype chooses the precision of the matmuls.
             model_config = model_config.replace(param_dtype="float32")
@@ -100,6 +108,17 @@ class Trainer:
         self.loss_fn = grpo.get_loss_fn(loss.name)
         self.param_specs = partition_specs(model_config, mesh)
         self.param_shardings = self._named(self.param_specs)
+        # what the optimiser trains: the params, or under LoRA the adapters
+        self.lora = lora
+        if lora is None:
+            self.trained_shapes, self.trained_specs = param_shapes(model_config), self.param_specs
+        else:
+            if sketch_spec is not None:
+                raise ValueError("a gradient sketch (HarnessBandit) reads the full-parameter gradient; it does not "
+                                 "run with LoRA (model.lora_rank > 0)")
+            self.trained_shapes = lora_lib.adapter_shapes(lora, param_shapes(model_config))
+            self.trained_specs = lora_lib.adapter_specs(lora, self.param_specs, param_shapes(model_config))
+        self._merge = None
         self.replicated = NamedSharding(mesh, P())
         self.batch_sharding = NamedSharding(mesh, BATCH_SPEC)
         self.data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
@@ -117,33 +136,60 @@ class Trainer:
 
     def state_shardings(self) -> TrainState:
         """NamedShardings of the train state: optimiser moments shard like the params they follow."""
-        opt_shape = jax.eval_shape(self.optimizer.init, self.abstract_params())
+        trained = self._named(self.trained_specs)
+        opt_shape = jax.eval_shape(self.optimizer.init, self._abstract(self.trained_shapes, trained))
         opt_specs = optax.tree_utils.tree_map_params(
-            self.optimizer, lambda _, spec: spec, opt_shape, self.param_specs,
+            self.optimizer, lambda _, spec: spec, opt_shape, self.trained_specs,
             transform_non_params=lambda _: P(), is_leaf=_is_spec)
-        return TrainState(self.param_shardings, self._named(opt_specs), self.replicated, self.replicated)
+        return TrainState(trained, self._named(opt_specs), self.replicated, self.replicated)
+
+    @staticmethod
+    def _abstract(shapes, shardings):
+        return jax.tree.map(lambda shape, sh: jax.ShapeDtypeStruct(shape, jnp.float32, sharding=sh), shapes,
+                            shardings, is_leaf=lambda x: isinstance(x, tuple))
 
     def abstract_params(self) -> Params:
-        """ShapeDtypeStructs (with shardings) of the float32 params."""
-        return jax.tree.map(lambda shape, sh: jax.ShapeDtypeStruct(shape, jnp.float32, sharding=sh),
-                            param_shapes(self.model_config), self.param_shardings,
-                            is_leaf=lambda x: isinstance(x, tuple))
+        """ShapeDtypeStructs (with shardings) of the float32 params (under LoRA: of the base)."""
+        return self._abstract(param_shapes(self.model_config), self.param_shardings)
 
     def abstract_state(self) -> TrainState:
-        """ShapeDtypeStructs with shardings of the whole train state: the restore target of a checkpoint."""
+        """ShapeDtypeStructs with shardings of the checkpointed train state (no frozen base): the restore target of
+        a checkpoint."""
         shardings = self.state_shardings()
         shapes = jax.eval_shape(self._init_fn, self.abstract_params(), jax.ShapeDtypeStruct((2,), jnp.uint32))
         return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes, shardings)
 
     def _init_fn(self, params, rng):
-        params = jax.tree.map(lambda p: p.astype(jnp.float32), params)
+        if self.lora is None:
+            params = jax.tree.map(lambda p: p.astype(jnp.float32), params)
+        else:  # the adapters of params
+            params = lora_lib.init_adapters(self.lora, params, jax.random.fold_in(rng, LORA_KEY))
         return TrainState(params, self.optimizer.init(params), jnp.zeros((), jnp.int32), rng)
 
     def init_state(self, params: Params, rng: jax.Array) -> TrainState:
-        """A fresh train state: float32 copies of `params` placed on the mesh, optimiser state zeroed."""
+        """A fresh train state: float32 copies of `params` placed on the mesh, optimiser state zeroed; under LoRA
+        `params` is the frozen base and fresh adapters are trained."""
         if self._init is None:
             self._init = jax.jit(self._init_fn, out_shardings=self.state_shardings())
-        return self._init(self.place_params(params), jnp.asarray(rng, jnp.uint32))
+        placed = self.place_params(params)
+        state = self._init(placed, jnp.asarray(rng, jnp.uint32))
+        return state if self.lora is None else state._replace(frozen=placed)
+
+    def with_base(self, state: TrainState, params: Params) -> TrainState:
+        """A restored state with its frozen base placed from `params` (the config's weights); without LoRA, the
+        state as it is."""
+        return state if self.lora is None else state._replace(frozen=self.place_params(params))
+
+    def policy_params(self, state: TrainState) -> Params:
+        """The params the policy samples, is evaluated and exported with: the trained params, or under LoRA the
+        base with the adapters merged (one jitted merge; the untargeted leaves are the base's arrays)."""
+        if self.lora is None:
+            return state.params
+        if self._merge is None:
+            view_shardings = lora_lib.partition(self.lora, self.param_shardings)[0]
+            self._merge = jax.jit(functools.partial(lora_lib.merge, self.lora), out_shardings=view_shardings)
+        view, rest = lora_lib.partition(self.lora, state.frozen)
+        return lora_lib.combine(self._merge(view, state.params), rest)
 
     def place_params(self, params: Params) -> Params:
         """`params` as float32 global arrays with the model's shardings (a copy: safe from donation)."""
@@ -187,12 +233,18 @@ class Trainer:
     def step(self, state: TrainState, batch: TrainBatch, ref_params: Params | None = None, *,
              return_sketch: bool = False):
         """One update: (new state, metrics as replicated scalars), and the gradient sketch [d] (replicated) when
-        `return_sketch` (the trainer needs a sketch_spec). `state` is donated; batch from put_batch."""
-        if self.loss.kl_coef and ref_params is None:
+        `return_sketch` (the trainer needs a sketch_spec). `state` is donated but for its frozen base; batch from
+        put_batch. Under LoRA the reference policy defaults to the frozen base."""
+        if self.loss.kl_coef and ref_params is None and self.lora is None:
             raise ValueError("kl_coef > 0 needs ref_params (the frozen reference policy)")
         if return_sketch and self.sketch_spec is None:
             raise ValueError("return_sketch needs a Trainer built with a sketch_spec")
-        out = self._step(state, batch, ref_params if self.loss.kl_coef else None)
+        if self.lora is not None and state.frozen is None:
+            raise ValueError("a LoRA train state needs its frozen base: Trainer.with_base(state, params) after a "
+                             "restore")
+        out = self._step(state._replace(frozen=None), batch, ref_params if self.loss.kl_coef else None,
+                         state.frozen)
+        out = (out[0]._replace(frozen=state.frozen), *out[1:])
         return out if return_sketch or self.sketch_spec is None else out[:2]
 
     def compiles(self) -> int:
@@ -371,15 +423,24 @@ class Trainer:
 
         return jax.tree.map(split, batch)
 
-    def _train_step(self, state: TrainState, batch: TrainBatch, ref_params):
+    def _train_step(self, state: TrainState, batch: TrainBatch, ref_params, frozen=None):
         loss_fn = self._microbatch_loss
         if batch.distill_mask is not None:
             loss_fn = functools.partial(loss_fn, totals=self._batch_totals(batch))
-        grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
         params = state.params
         unrolled = not self.model_config.scan_layers
+        split = lambda tree: split_layers(tree) if "layers" in tree else tree  # noqa: E731
+        if self.lora is not None:  # differentiated: the merged targets; the rest of the base is a constant
+            if ref_params is None and self.loss.kl_coef:
+                ref_params = frozen
+            view, rest = lora_lib.partition(self.lora, frozen)
+            params, pull_back = jax.vjp(functools.partial(lora_lib.merge, self.lora, view), state.params)
+            rest = split(rest) if unrolled else rest
+            full_loss = loss_fn
+            loss_fn = lambda p, *a: full_loss(lora_lib.combine(p, rest), *a)  # noqa: E731
+        grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
         if unrolled:  # the layers sliced out of the stack once per step, not once per micro-batch and pass
-            params = split_layers(params)
+            params = split(params)
             ref_params = None if ref_params is None else split_layers(ref_params)
         if self.micro_batches == 1:
             (loss_sum, (denominator, sums)), grads = grad_fn(params, ref_params, batch)
@@ -396,8 +457,10 @@ class Trainer:
             zeros = (jax.tree.map(jnp.zeros_like, params), jnp.zeros((), jnp.float32),
                      jnp.zeros((), jnp.float32), jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), sums_shape))
             (grads, loss_sum, denominator, sums), _ = jax.lax.scan(accumulate, zeros, mbs)
-        if unrolled:
+        if unrolled and "layers" in grads:
             grads = stack_layers(grads)
+        if self.lora is not None:
+            (grads,) = pull_back(grads)
 
         # The objective is sum(loss_sum) / sum(denominator): exact for any split of the batch.
         scale = 1.0 / jnp.maximum(denominator, 1.0)

@@ -344,8 +344,8 @@ class CoCAScheme(Scheme):
                 d += 1
         info = {"teacher_rows": d, "teacher_over_budget": over}
         if d and run.trainer.loss.distill_coef > 0:  # lambda_D = 0 (the "- L_FrontierOPSD" row): no teacher needed
-            ids, logp = run.trainer.teacher_topk(state.params, tokens, attention, positions, rows, k=cfg.topk,
-                                                 num_rows=batch.num_rows)
+            ids, logp = run.trainer.teacher_topk(run.trainer.policy_params(state), tokens, attention, positions,
+                                                 rows, k=cfg.topk, num_rows=batch.num_rows)
             jax.block_until_ready(logp)
         else:  # nothing to distil this step: zero targets, the same shapes, no teacher forward
             mask[:] = False
