@@ -6,8 +6,9 @@ gradient; then global-norm clipping and AdamW (optim.py). Only completion positi
 (rl/head.py). The old logprobs are stop_gradient(logp) of this forward with one update per batch, else
 `batch.old_logprobs`. With LoRA (`lora`, rl/lora.py) the trained params are the adapters: the targets are merged
 once per step, the gradient is taken with respect to the merged targets and pulled back to the adapters once after
-the last slice, and the frozen base (`TrainState.frozen`) is neither donated nor updated. CoCA's distillation term (distill targets in the batch) and HarnessBandit's gradient sketch
-(`sketch_spec`) are optional; without them the step compiles as before:
+the last slice, and the frozen base (`TrainState.frozen`) is neither donated nor updated. CoCA's distillation
+term (distill targets in the batch) and HarnessBandit's gradient sketch (`sketch_spec`) are optional; without them
+the step compiles as before:
 
     objective = (pg_sum + lambda_D * KL_sum * D_pg / D_kl) / D_pg = L_GRPO + lambda_D * sum KL_t / D_kl
 
