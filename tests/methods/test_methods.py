@@ -326,9 +326,11 @@ def test_llm_proposer_and_hacking_check_run_against_a_real_model_server(tmp_path
     every guidance or rubric candidate comes from the model, sampling ones from the rule fallback, and output that
     does not validate into typed actions is logged as rejected with the reason."""
     workdir = str(tmp_path / "run")
-    # One step, one round and short answers: each evolver call is a SmolLM2 generation on the test machine's CPU.
+    # One step, one task, one round and short answers: each evolver call is a SmolLM2 generation of a ~1,000-token
+    # prompt on the test machine's CPU, and one task routes one guidance and one rubric call.
     train_script(workdir, "--config=experiments/tiny_cpu.py:method=harnessrl,tasks=harness",
-                     "--config.total_steps=1", "--config.report=False", "--config.harness.proposer=llm",
+                     "--config.total_steps=1", "--config.tasks_per_step=1", "--config.report=False",
+                     "--config.harness.proposer=llm",
                      "--config.harness.rounds=1", "--config.harness.llm_check=True",
                      "--config.memory.embedder=", f"--config.evolver_model.base_url={llama_server.base_url}",
                      f"--config.evolver_model.model={llama_server.model}",
