@@ -39,11 +39,13 @@ class Family:
     # the trainer's chunked head takes
     features: Callable
     module: Callable  # (config, params) -> the policy as an NNX module over those params (arrays or abstract)
+    # (params, cache) -> the same in the layout forward_cached decodes fastest, taken once before a decode loop
+    decode_layout: Callable = lambda params, cache: (params, cache)
 
 
 FAMILIES: dict[type, Family] = {
     ModelConfig: Family("llama", llama.forward, llama.forward_cached, KVCache.empty, llama.param_shapes,
-                        llama.init_params, llama.forward_flops, llama.features, Llama),
+                        llama.init_params, llama.forward_flops, llama.features, Llama, llama.decode_layout),
     Qwen3_5Config: Family("qwen3_5", qwen3_5.forward, qwen3_5.forward_cached, HybridCache.empty,
                           qwen3_5.param_shapes, qwen3_5.init_params, qwen3_5.forward_flops, qwen3_5.features,
                           Qwen3_5),
@@ -75,6 +77,12 @@ def features(config, params: Params, tokens, *args, **kwargs):
 def forward_cached(config, params: Params, tokens, positions, token_valid, cache, index):
     """One cached step of any family (see llama.forward_cached): (last position's logits [B, V], new cache)."""
     return family(config).forward_cached(config, params, tokens, positions, token_valid, cache, index)
+
+
+def decode_layout(config, params: Params, cache):
+    """(params, cache) in the layout forward_cached decodes fastest (see llama.decode_layout); a sampler takes it
+    once, before its decode loop."""
+    return family(config).decode_layout(params, cache)
 
 
 def init_cache(config, batch: int, length: int):
@@ -159,6 +167,7 @@ def load_pretrained(name_or_path: str, *, timings: dict[str, float] | None = Non
 
 __all__ = [
     "FAMILIES", "Family", "HybridCache", "KVCache", "Llama", "ModelConfig", "ModuleConfig", "Params", "PRESETS",
-    "Qwen3_5", "Qwen3_5Config", "TokenCache", "as_policy", "family", "features", "forward", "forward_cached",
-    "forward_flops", "init_cache", "init_params", "load_pretrained", "nnx_module", "param_shapes", "preset_config",
+    "Qwen3_5", "Qwen3_5Config", "TokenCache", "as_policy", "decode_layout", "family", "features", "forward",
+    "forward_cached", "forward_flops", "init_cache", "init_params", "load_pretrained", "nnx_module", "param_shapes",
+    "preset_config",
 ]

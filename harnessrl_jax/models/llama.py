@@ -49,8 +49,8 @@ class ModelConfig:
     # weights out of the stack on each pass, forward and backward, and writes its gradients back, so an update
     # without remat runs faster unrolled (docs/design.md, Measurements), at a compile time that grows with depth
     # and one more copy of the layer weights during the step. Keep it True with remat: unrolled, XLA keeps the
-    # recomputed activations alive (4x the temporaries, and slower). The sampler's cached decode (forward_cached)
-    # scans either way: unrolled, it is no faster.
+    # recomputed activations alive (4x the temporaries, and slower). The sampler decodes unrolled either way, over
+    # layers split once before its loop (decode_layout).
     scan_layers: bool = True
 
     def __post_init__(self):
@@ -114,9 +114,9 @@ def init_params(config: ModelConfig, rng: jax.Array, std: float = 0.02) -> Param
 
 
 class KVCache(NamedTuple):
-    """Per-layer keys and values [L, B, Hkv, S, Dh] plus which slots hold a real token [B, S]. Heads before slots:
-    a layer's slice is already in the layout of the attention's batched dot (batch b and head k leading), so
-    decoding reads it with no transpose."""
+    """Per-layer keys and values [L, B, Hkv, S, Dh] (once split, tuples of L arrays [B, Hkv, S, Dh]) plus which slots
+    hold a real token [B, S]. Heads before slots: a layer's slice is already in the layout of the attention's batched
+    dot (batch b and head k leading), so decoding reads it with no transpose."""
 
     k: jax.Array
     v: jax.Array
@@ -131,6 +131,10 @@ class KVCache(NamedTuple):
     def repeat(self, n: int) -> "KVCache":
         """Each batch row repeated n times in place (row i -> rows i*n .. i*n+n-1)."""
         return KVCache(jnp.repeat(self.k, n, axis=1), jnp.repeat(self.v, n, axis=1), jnp.repeat(self.valid, n, 0))
+
+    def split(self) -> "KVCache":
+        """k and v as tuples of per-layer arrays [B, Hkv, S, Dh] (see decode_layout)."""
+        return KVCache(tuple(self.k), tuple(self.v), self.valid)
 
 
 def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
@@ -298,7 +302,8 @@ def forward_cached(
 
     Each query attends to the valid cache slots at or before its own slot, so one function serves prefill
     (T = prompt bucket, prompts left-padded so the last position is real) and decode (T = 1). token_valid [B, T]
-    marks real (non-pad) input tokens.
+    marks real (non-pad) input tokens. Stacked layers are scanned; split ones (`decode_layout`: per-layer weights and
+    per-layer caches) run unrolled, each layer reading its weights and cache where they lie.
     """
     params = _cast(params, config)
     t = tokens.shape[1]
@@ -307,24 +312,52 @@ def forward_cached(
     query_slots = index + jnp.arange(t)
     mask = (slots[None, :] <= query_slots[:, None])[None] & valid[:, None, :]
 
-    def layer(carry, xs):
-        x, ck, cv = carry
-        lp, li = xs
+    def layer(x, lp, write):
+        """One layer; write(k, v) stores this step's keys and values [B, Hkv, T, Dh] and returns the layer's cache."""
         h = rms_norm(x, lp["attn_norm"], config.rms_norm_eps)
         q, k, v = _qkv(lp, h, positions, config)
-        # Updating the full cache in the carry (not emitting per-layer slices) keeps the update in place.
-        ck = jax.lax.dynamic_update_slice(ck, k.swapaxes(1, 2)[None].astype(ck.dtype), (li, 0, 0, index, 0))
-        cv = jax.lax.dynamic_update_slice(cv, v.swapaxes(1, 2)[None].astype(cv.dtype), (li, 0, 0, index, 0))
-        k_all = jax.lax.dynamic_index_in_dim(ck, li, keepdims=False)
-        v_all = jax.lax.dynamic_index_in_dim(cv, li, keepdims=False)
+        k_all, v_all = write(k.swapaxes(1, 2), v.swapaxes(1, 2))
         x = x + _dense(_attention(q, k_all, v_all, mask, config, kv_layout="bksd"), lp["wo"])
-        return (x + _mlp(lp, x, config), ck, cv), None
+        return x + _mlp(lp, x, config)
 
     x = params["embed"][tokens]
-    (x, ck, cv), _ = jax.lax.scan(
-        layer, (x, cache.k, cache.v), (params["layers"], jnp.arange(config.num_layers))
-    )
+    if isinstance(params["layers"], dict):
+        def scanned(carry, xs):
+            x, ck, cv = carry
+            lp, li = xs
+
+            def write(k, v):
+                # Updating the full cache in the carry (not emitting per-layer slices) keeps the update in place.
+                nonlocal ck, cv
+                ck = jax.lax.dynamic_update_slice(ck, k[None].astype(ck.dtype), (li, 0, 0, index, 0))
+                cv = jax.lax.dynamic_update_slice(cv, v[None].astype(cv.dtype), (li, 0, 0, index, 0))
+                return (jax.lax.dynamic_index_in_dim(ck, li, keepdims=False),
+                        jax.lax.dynamic_index_in_dim(cv, li, keepdims=False))
+
+            x = layer(x, lp, write)
+            return (x, ck, cv), None
+
+        layers = (params["layers"], jnp.arange(config.num_layers))
+        (x, ck, cv), _ = jax.lax.scan(scanned, (x, cache.k, cache.v), layers)
+    else:
+        ck, cv = list(cache.k), list(cache.v)
+        for li, lp in enumerate(params["layers"]):
+            def write(k, v, li=li):
+                ck[li] = jax.lax.dynamic_update_slice(ck[li], k.astype(ck[li].dtype), (0, 0, index, 0))
+                cv[li] = jax.lax.dynamic_update_slice(cv[li], v.astype(cv[li].dtype), (0, 0, index, 0))
+                return ck[li], cv[li]
+
+            x = layer(x, lp, write)
+        ck, cv = tuple(ck), tuple(cv)
     return _logits(params, x[:, -1:], config)[:, 0], KVCache(ck, cv, valid)
+
+
+def decode_layout(params: Params, cache: KVCache) -> tuple[Params, KVCache]:
+    """params and cache with their layers split (split_layers, KVCache.split), what forward_cached decodes fastest.
+
+    Scanned, each decode step copies every layer's weights and cache out of the stacks before its dots (XLA's CPU
+    backend): the whole model's bytes again per token. A sampler splits them once, before its decode loop."""
+    return split_layers(params), cache.split()
 
 
 def forward_flops(config: ModelConfig, batch: int, seq: int) -> float:

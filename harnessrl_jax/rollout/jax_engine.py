@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harnessrl_jax.models import ModelConfig, Params, forward_cached, init_cache
+from harnessrl_jax.models import ModelConfig, Params, decode_layout, forward_cached, init_cache
 from harnessrl_jax.rollout.base import Rollouts, checked_prompts
 
 
@@ -69,6 +69,7 @@ def _generate(params, prompt_tokens, prompt_valid, num_prompts, stop_ids, key, t
     logits, cache = forward_cached(config, params, prompt_tokens, positions, prompt_valid, cache, jnp.int32(0))
     # Prefill once per distinct prompt, then give each of the n samples its own copy of the cache.
     cache = cache.repeat(n)
+    params, cache = decode_layout(config, params, cache)
     last = jnp.repeat(logits, n, axis=0)
     next_pos = jnp.repeat(prompt_valid.sum(-1).astype(jnp.int32), n)
     rows = batch * n

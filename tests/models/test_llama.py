@@ -236,3 +236,28 @@ def test_unrolled_layers_compute_the_scanned_forward_without_a_loop():
                for c in (config, unrolled)}
     assert "stablehlo.while" in lowered[True] and "stablehlo.while" not in lowered[False]
     assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.array_equal(a, b)), stack_layers(split), params))
+
+
+def test_decode_layout_gives_the_scanned_cached_steps_values_unrolled():
+    # The sampler's decode runs over per-layer weights and caches (decode_layout); it must compute what the scanned
+    # cached step computes, write each layer's keys to its own cache, and hold no layer loop.
+    from harnessrl_jax.models import decode_layout, forward_cached, init_cache
+
+    config = preset_config("tiny").replace(num_layers=3, vocab_size=256)
+    params = init_params(config, jax.random.PRNGKey(0), std=0.3)
+    rng = np.random.default_rng(0)
+    prompt = jnp.asarray(rng.integers(0, 256, (2, 8)), jnp.int32)
+    valid = jnp.arange(8)[None] >= jnp.array([[0], [3]])  # a left-padded row
+    positions = jnp.maximum(jnp.cumsum(valid, axis=-1) - 1, 0)
+    _, cache = forward_cached(config, params, prompt, positions, valid, init_cache(config, 2, 12), jnp.int32(0))
+    split_params, split_cache = decode_layout(config, params, cache)
+    assert len(split_params["layers"]) == 3 and len(split_cache.k) == 3
+    step = jax.jit(forward_cached, static_argnums=0)
+    for i, token in enumerate(([5, 9], [17, 3])):
+        args = (jnp.asarray(token, jnp.int32)[:, None], positions[:, -1:] + 1 + i, jnp.ones((2, 1), bool))
+        want, cache = step(config, params, *args, cache, jnp.int32(8 + i))
+        got, split_cache = step(config, split_params, *args, split_cache, jnp.int32(8 + i))
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+        for stacked, layers in ((cache.k, split_cache.k), (cache.v, split_cache.v)):
+            np.testing.assert_allclose(jnp.stack(layers), stacked, atol=1e-5, rtol=1e-5)
+    assert "stablehlo.while" not in step.lower(config, split_params, *args, split_cache, jnp.int32(9)).as_text()

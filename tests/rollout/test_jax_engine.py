@@ -160,6 +160,34 @@ def test_each_shape_bucket_compiles_once(tiny):
     assert _generate._cache_size() == before + 1
 
 
+def _primitives(jaxpr) -> list[tuple[str, object]]:
+    """(name, eqn) of every equation of a jaxpr and of the jaxprs inside it (loop bodies, nested calls)."""
+    found = []
+    for eqn in jaxpr.eqns:
+        found.append((eqn.primitive.name, eqn))
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    found += _primitives(inner)
+    return found
+
+
+def test_the_decode_loop_runs_the_layers_unrolled(tiny):
+    # Scanned inside the loop, every decode step copies each layer's weights and cache out of the stacks: the llama
+    # family's decode takes its layers split before the loop (decode_layout), so the decode loop holds no layer scan
+    # and runs every layer's attention itself; only the prefill scans.
+    config, params = tiny
+    args = (params, jnp.ones((1, 16), jnp.int32), jnp.ones((1, 16), bool), jnp.int32(1), jnp.zeros(1, jnp.int32),
+            jax.random.PRNGKey(0), jnp.float32(1.0), jnp.float32(1.0), jnp.int32(8), jnp.int32(0))
+    statics = dict(config=config, n=2, cache_len=32, top_k=0, use_top_p=False)
+    program = _primitives(jax.make_jaxpr(lambda *a: _generate(*a, **statics))(*args).jaxpr)
+    loops = [eqn for name, eqn in program if name == "while"]
+    assert len(loops) == 1 and [name for name, _ in program].count("scan") == 1
+    body = [name for name, _ in _primitives(loops[0].params["body_jaxpr"].jaxpr)]
+    assert "scan" not in body and body.count("dynamic_update_slice") >= 2 * config.num_layers
+
+
 def test_a_call_with_fewer_prompts_than_min_batch_runs_the_bigger_calls_program_with_the_same_rows(tiny):
     config, params = tiny
     plain = JaxEngine(config, params, stop_ids=[0], pad_id=0, prompt_bucket=16)
