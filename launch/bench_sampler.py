@@ -19,8 +19,11 @@ The memory-bandwidth bound: decoding one token for every row reads every weight 
 cache so far, so a step cannot take less than those bytes over the machine's bandwidth, measured in the same run
 as the median rate of a 1 GiB memcpy (numpy's copyto, bytes read per second); the rate of a pure streaming read
 (summing a 1 GiB array, jitted) is printed beside it. The tables give each side's tokens/s against that bound
-(bound = rows / (bytes per step / bandwidth), the cache at its mean length). Also the forward pass's achieved
-FLOP/s against this machine's float32 matmul rate. Keep other work off the machine while it runs.
+(bound = rows / (bytes per step / bandwidth), the cache at its mean length). At larger batches a decode step is
+bound by its small-row matmuls rather than by bandwidth, so one step's matmuls are also timed alone, ours and
+torch's (the kernels transformers' generate runs), each in its model's weight layout: that time over the new tokens
+is a floor under any sampler built on those kernels. Also the forward pass's achieved FLOP/s against this machine's
+float32 matmul rate. Keep other work off the machine while it runs.
 """
 
 from __future__ import annotations
@@ -61,6 +64,45 @@ def copy_bandwidth(gib: int = 1, repeats: int = 5) -> float:
     src = np.ones(gib << 28, np.float32)
     dst = np.empty_like(src)
     return src.nbytes / median_time(lambda: np.copyto(dst, src), repeats)
+
+
+def decode_matmul_seconds(config, params, batch: int, repeats: int) -> tuple[float, float, float]:
+    """(JAX seconds, torch seconds, FLOPs) of one decode step's matmuls alone at `batch` rows: every layer's weight
+    matrices and the output head, each side in its own model's layout (ours x @ W [in, out] and x . embed over D;
+    transformers' F.linear against [out, in]), so the two rates are of the kernels each sampler runs."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import torch
+
+    from harnessrl_jax.models.llama import output_head
+
+    names = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
+    mats = [np.asarray(params["layers"][n][i]) for i in range(config.num_layers) for n in names]
+    head = np.asarray(output_head(params, config))  # [V, D] when tied, else [D, V]
+    head_vd = head if config.tie_embeddings else head.T
+    flops = 2 * batch * (sum(m.size for m in mats) + head.size)
+    rng = np.random.default_rng(0)
+    xs = {d: rng.standard_normal((batch, d)).astype(np.float32) for d in {m.shape[0] for m in mats}}
+
+    def ours(x, mats, head):
+        outs = [x[w.shape[0]] @ w for w in mats]
+        logits = x[head.shape[1]] @ head.T if config.tie_embeddings else x[head.shape[0]] @ head
+        return outs, logits
+
+    step = jax.jit(ours)
+    jx, jm, jh = {d: jnp.asarray(v) for d, v in xs.items()}, [jnp.asarray(m) for m in mats], jnp.asarray(head)
+    jax_s = median_time(lambda: jax.block_until_ready(step(jx, jm, jh)), repeats)
+    tx = {d: torch.from_numpy(v) for d, v in xs.items()}
+    tm = [torch.from_numpy(np.ascontiguousarray(m.T)) for m in mats]
+    th = torch.from_numpy(np.array(head_vd))  # a writable copy
+
+    def theirs():
+        with torch.no_grad():
+            [torch.nn.functional.linear(tx[w.shape[1]], w) for w in tm]
+            torch.nn.functional.linear(tx[th.shape[1]], th)
+
+    return jax_s, median_time(theirs, repeats), flops
 
 
 def main(argv):
@@ -149,21 +191,24 @@ def main(argv):
     fwd(config, params, tokens).block_until_ready()
     fwd_s = median_time(lambda: fwd(config, params, tokens).block_until_ready(), FLAGS.repeats, warmup=False)
 
+    matmuls = {batch: decode_matmul_seconds(config, params, batch, max(FLAGS.repeats, 5))
+               for batch in sorted({r[1] for r in rows})}
+
     import transformers
     names = list(rows[0][2])
     peers = [n for n in names if n != "JAX engine"]
     print(f"\nDecode throughput, SmolLM2-135M-Instruct float32, {n_new} new tokens per row, prefill included, CPU "
           f"({cpu_model()}, {os.cpu_count()} cores, memcpy bandwidth {copy_bw / 1e9:.1f} GB/s read, streaming "
-          f"read {read_bw / 1e9:.1f} GB/s); jax {jax.__version__}, transformers {transformers.__version__} generate"
+          f"read {read_bw / 1e9:.1f} GB/s); jax {jax.__version__}"
+          + (f", transformers {transformers.__version__} generate" if FLAGS.transformers else "")
           + (f", google-tunix {tunix_peer.version()} Sampler" if FLAGS.tunix else "")
           + f"; tok/s as the median [min, max] of {FLAGS.repeats} calls; bound at the memcpy bandwidth")
     ratios = {peer: [] for peer in peers}
     for mode in FLAGS.modes:
         print(f"\n{mode}:")
-        print("| batch | " + " | ".join(f"{n} tok/s" for n in names) + " | "
-              + " | ".join(f"JAX / {p}" for p in peers) + " | bandwidth bound tok/s | "
-              + " | ".join(f"{n} / bound" for n in names) + " | first call s, compiles included (" + ", ".join(names) + ") |")
-        print("|---" * (2 + 2 * len(names) + len(peers) + 1) + "|")
+        header = (["batch"] + [f"{n} tok/s" for n in names] + [f"JAX / {p}" for p in peers] + ["bandwidth bound tok/s"]
+                  + [f"{n} / bound" for n in names] + ["first call s, compiles included (" + ", ".join(names) + ")"])
+        print("| " + " | ".join(header) + " |\n" + "|---" * len(header) + "|")
         for row_mode, batch, times, first, step_bytes in rows:
             if row_mode != mode:
                 continue
@@ -172,10 +217,18 @@ def main(argv):
             bound = batch * copy_bw / step_bytes
             for p in peers:
                 ratios[p].append((mode, batch, med["JAX engine"] / med[p]))
-            print(f"| {batch} | " + " | ".join(f"{med[n]:.1f} [{tps[n][0]:.1f}, {tps[n][-1]:.1f}]" for n in names)
-                  + " | " + " | ".join(f"{med['JAX engine'] / med[p]:.2f}" for p in peers) + f" | {bound:.0f} | "
-                  + " | ".join(f"{med[n] / bound:.0%}" for n in names) + " | "
-                  + ", ".join(f"{first[n][0][0]:.1f}" for n in names) + " |")
+            cells = ([str(batch)] + [f"{med[n]:.1f} [{tps[n][0]:.1f}, {tps[n][-1]:.1f}]" for n in names]
+                     + [f"{med['JAX engine'] / med[p]:.2f}" for p in peers] + [f"{bound:.0f}"]
+                     + [f"{med[n] / bound:.0%}" for n in names] + [", ".join(f"{first[n][0][0]:.1f}" for n in names)])
+            print("| " + " | ".join(cells) + " |")
+    print(f"\nOne decode step's matmuls alone (every weight matrix and the output head against the batch's rows; "
+          f"ours as the JAX engine lays them out, transformers' as torch's F.linear runs them), and that time over "
+          f"{n_new} steps: what any sampler using these kernels spends on matmuls, the prefill apart")
+    print("| batch | JAX GFLOP/s | torch GFLOP/s | JAX / torch | JAX matmul s per call | torch matmul s per call |")
+    print("|---|---|---|---|---|---|")
+    for batch, (jax_s, torch_s, mm_flops) in matmuls.items():
+        print(f"| {batch} | {mm_flops / jax_s / 1e9:.1f} | {mm_flops / torch_s / 1e9:.1f} | {torch_s / jax_s:.2f} | "
+              f"{n_new * jax_s:.2f} | {n_new * torch_s:.2f} |")
     print()
     for p in peers:
         worst = min(ratios[p], key=lambda r: r[2])  # noqa: B023
