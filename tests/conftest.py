@@ -42,7 +42,6 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 import dataclasses  # noqa: E402
 import importlib.util  # noqa: E402
-import socket  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -182,9 +181,11 @@ class LlamaServer:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port that no outgoing connection can take while a server starts (cpu_server.free_port)."""
+    sys.path.insert(0, REPO)
+    from third_party.sglang import cpu_server
+
+    return cpu_server.free_port()
 
 
 def _tail(path: str, n: int = 3000) -> str:

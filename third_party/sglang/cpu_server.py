@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -101,9 +102,23 @@ class Server:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port below the kernel's ephemeral range. The server binds its port only after tens of seconds
+    of start-up; a port from that range (what binding port 0 gives) can meanwhile be taken as the local end of any
+    outgoing connection on the machine, the server's own start-up's included ('address already in use')."""
+    low = 32768  # Linux's default lower bound
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    rng = random.SystemRandom()
+    for _ in range(1000):
+        port = rng.randrange(max(1024, low // 2), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free loopback port below the ephemeral range (from {low})")
 
 
 def _healthy(url: str) -> bool:
