@@ -1,10 +1,13 @@
 """Text measures of the attributor, against plain re-derivations."""
 
 import itertools
+import re
 
+import hypothesis.strategies as st
 import numpy as np
+from hypothesis import given, settings
 
-from harnessrl_jax.evolver.text import degenerate
+from harnessrl_jax.evolver.text import degenerate, words
 
 
 def test_repeated_tokens_is_a_run_of_repeat_run_identical_words():
@@ -18,3 +21,12 @@ def test_repeated_tokens_is_a_run_of_repeat_run_identical_words():
             want = "repeated tokens" if longest >= run else None
             got = degenerate(" ".join(w), 8, run, 0.0)
             assert got == want, (w, run)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.text(alphabet=st.sampled_from([*map(chr, range(128)), "\u00e9", "\u00b2", "\u0301", "\u212a", "\u00a0",
+                                         "\u2014", "\u0130"]), max_size=40))
+def test_words_are_the_runs_of_word_characters_of_the_lowercased_text(text):
+    """Against re.findall(r'\\w+') on the lowercased text; catches an ASCII character the fast split takes for a
+    separator or a word character wrongly ('_', '\\x1c'), and the fast split used where the text is not ASCII."""
+    assert words(text) == re.findall(r"\w+", text.lower())
