@@ -224,8 +224,7 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
     n = np.array([word_count(r) for r in responses], float)
 
     why = [degenerate(r, config.min_words, config.repeat_run, config.distinct_ratio) for r in responses]
-    da = float(np.mean([why[j] is not None for j in A]))
-    db = float(np.mean([why[j] is not None for j in B]))
+    da, db = _share(why, A), _share(why, B)
 
     # length gaming: the two sides separate by length, and real positives do not share the satisfying length.
     # With no positive to compare with, a failing side of degenerate answers explains the gap by itself.
@@ -269,8 +268,7 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
     # judge-directed text credited: a satisfying response that writes to the judge (more of them than on the
     # failing side). However few, they show the judge can be talked into the verdict.
     directed = [judge_directed(r) for r in responses]
-    sa = float(np.mean([directed[j] is not None for j in A]))
-    sb = float(np.mean([directed[j] is not None for j in B]))
+    sa, sb = _share(directed, A), _share(directed, B)
     if sa > config.judge_directed_share and sa > sb:
         phrase = next(directed[j] for j in A if directed[j] is not None)
         out["judge_directed"] = {"phrase": phrase, "share_satisfying": sa, "share_failing": sb,
@@ -281,14 +279,19 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
     for name, patterns in SURFACE_PATTERNS.items():
         for i in range(first, first + len(patterns)):
             hits = [f[i] for f in found]
-            sa = float(np.mean([hits[j] is not None for j in A]))
-            sb = float(np.mean([hits[j] is not None for j in B]))
+            sa, sb = _share(hits, A), _share(hits, B)
             if sa >= config.surface_share and sb <= sa / 2:
                 phrase = next(hits[j] for j in A if hits[j] is not None)
                 out[name] = {"phrase": phrase, "share_satisfying": sa, "share_failing": sb}
                 break
         first += len(patterns)
     return out
+
+def _share(found: Sequence[Any], idx: Sequence[int]) -> float:
+    """The share of the responses `idx` where something was found (not None): a count over a length, the float
+    np.mean gives, without building an array for a handful of responses."""
+    return sum(found[j] is not None for j in idx) / len(idx)
+
 
 def quality_proxy(response: str, positives: Sequence[str], config) -> float:
     """An oracle-free quality score in [0, 1]: not degenerate, and (when there is a positive) how much of the first

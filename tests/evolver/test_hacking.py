@@ -4,10 +4,11 @@ import re
 from re._parser import parse
 
 import hypothesis.strategies as st
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from harnessrl_jax.evolver.hacking import (JUDGE_DIRECTED, SURFACE_PATTERNS, _lowercase_letters, _required,
+from harnessrl_jax.evolver.hacking import (JUDGE_DIRECTED, SURFACE_PATTERNS, _lowercase_letters, _required, _share,
                                            judge_directed, surface_phrases)
 
 PATTERNS = [*JUDGE_DIRECTED, *(p for ps in SURFACE_PATTERNS.values() for p in ps)]
@@ -73,3 +74,12 @@ def test_every_match_holds_a_member_of_each_required_set(pattern, data):
 def test_every_pattern_requires_strings():
     """Each pattern has a required set: otherwise it is searched in every response (the cost the sets avoid)."""
     assert all(_required(parse(_lowercase_letters(p))) for p in PATTERNS)
+
+
+def test_share_is_the_float_np_mean_gives():
+    """The signals' shares are compared with thresholds: catches a share rounded otherwise than np.mean's (float32,
+    integer division) or counting the None entries."""
+    for n in range(1, 65):
+        for k in range(n + 1):
+            found = [None] * (n - k) + ["x"] * k
+            assert _share(found, range(n)) == float(np.mean([f is not None for f in found]))
