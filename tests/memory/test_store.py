@@ -394,3 +394,20 @@ def test_the_time_index_reads_a_draws_responses_only_when_one_is_used(store):
         store.examples(row)  # takes a response: only now is the column read
     with pytest.raises(zlib.error):
         r.responses[0]
+
+
+def test_examples_are_the_newest_by_step_after_a_truncation_and_resume(store):
+    """Against the draws' (step, id) order: catches examples read in an order that is not newest first once a
+    resume has truncated steps and appended new ones (ids reused or out of step order)."""
+    for step in range(1, 6):
+        store.append_step(step, [record(step, "a", [[1, 0]]), record(step, "b", [[0, 1]])])
+    store.truncate_after(3)
+    for step in range(4, 7):
+        store.append_step(step, [record(step, "b", [[1, 1]]), record(step, "a", [[0, 1]])])
+    row = next(r for r, t, _, _ in store.criterion_rows() if t == "a")
+    draws = sorted((d.step, d.draw_id, d.scores[0]) for d in store.history("a"))[::-1]
+    want_met = [(d, s, j) for s, d, sc in draws for j in range(2) if sc[j] == 1][:2]
+    want_missed = [(d, s, j) for s, d, sc in draws for j in range(2) if sc[j] == 0][:2]
+    met, missed = store.examples(row)
+    assert [e[:3] for e in met] == want_met and [e[:3] for e in missed] == want_missed
+    assert all(e[3] == store.record(e[0]).responses[e[2]] for e in met + missed)
