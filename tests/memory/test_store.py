@@ -1,5 +1,6 @@
 """The record store: round trip, atomic steps (also under SIGKILL), the time index, reversals, resume positions."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from harnessrl_jax.memory import ActionRecord, DrawRecord, Memory, RecordStore, harness_changes, undoes
+from harnessrl_jax.words import Label
 
 NAN = float("nan")
 
@@ -248,6 +250,35 @@ def test_harness_changes_flattens_nested_slices():
     assert harness_changes(before, after) == {"level": [0, 1], "guidance.criterion": [None, "hint"],
                                               "criteria.c1.points": [1.0, 2.0]}
     assert harness_changes(before, before) == {}
+
+
+def _changes_as_stored(before, after, prefix=""):
+    """harness_changes by its definition: each leaf that is not a scalar compared after a JSON round trip."""
+    out = {}
+    for key in sorted(set(before) | set(after), key=str):
+        b, a = before.get(key), after.get(key)
+        if isinstance(b, dict) and isinstance(a, dict):
+            out.update(_changes_as_stored(b, a, f"{prefix}{key}."))
+        elif type(b) in (str, int, float, bool, type(None)) and type(a) in (str, int, float, bool, type(None)):
+            if b != a:
+                out[f"{prefix}{key}"] = [b, a]
+        elif json.loads(json.dumps(b, default=list)) != json.loads(json.dumps(a, default=list)):
+            out[f"{prefix}{key}"] = [json.loads(json.dumps(b, default=list)), json.loads(json.dumps(a, default=list))]
+    return out
+
+
+def test_harness_changes_compare_leaves_as_they_are_stored():
+    """Against a JSON round trip of every non-scalar leaf: catches lists of strings (tags) compared otherwise than
+    as stored (a tuple against the same list, a string enum against its value) or stored as tuples."""
+    rng = np.random.default_rng(0)
+    values = [None, "a", 1, 2.0, ["x", "y"], ("x", "y"), ["y", "x"], [], (), [Label.BLIND], ["blind"], ("blind",),
+              [1, "x"], {"k": ["x"]}, {"k": ("x",)}, np.float64(2.0), ["x", None]]
+    for _ in range(3000):
+        before = {f"f{i}": values[rng.integers(len(values))] for i in range(3)}
+        after = {f"f{i}": values[rng.integers(len(values))] for i in range(3)}
+        got = harness_changes(before, after)
+        assert got == _changes_as_stored(before, after), (before, after)
+        assert all(type(x) is not tuple for pair in got.values() for x in pair), got
 
 
 def test_reversals_count_undos_within_two_draws_of_the_task(store):
