@@ -22,7 +22,7 @@ import regex
 
 from harnessrl_jax.evolver import templates
 from harnessrl_jax.evolver.text import (_CACHED, content_words, cut, degenerate, length_auc, readable_pattern,
-                                        rule_keywords, schema_of, search, shared_sentences, word_count)
+                                        rule_keywords, schema_of, search, shared_sentences, word_count, word_set)
 from harnessrl_jax.rubric import reward as reward_lib
 from harnessrl_jax.rubric.judges.llm import render_conversation, render_criterion
 from harnessrl_jax.rubric.judges.parse import json_objects, word_verdict
@@ -301,7 +301,7 @@ def quality_proxy(response: str, positives: Sequence[str], config) -> float:
     if not target:
         return float(sound)
     ref = content_words(target)
-    recall = len(ref & content_words(response)) / len(ref) if ref else 0.0
+    recall = len(ref & word_set(response)) / len(ref) if ref else 0.0
     return 0.5 * float(sound) + 0.5 * recall
 
 def generic_evidence(criterion, responses: Sequence[str], share: float) -> str | None:

@@ -47,8 +47,15 @@ def word_count(text: str) -> int:
 
 
 @functools.lru_cache(maxsize=_CACHED)
+def word_set(text: str) -> frozenset[str]:
+    """The distinct words of `text`: what a set of content words meets in it (their intersection is the one with
+    its content words), without filtering each of its words."""
+    return frozenset(_words(text))
+
+
+@functools.lru_cache(maxsize=_CACHED)
 def content_words(text: str) -> frozenset[str]:
-    return frozenset(w for w in frozenset(_words(text)) - STOPWORDS if len(w) > 2 and not w.isdigit())
+    return frozenset(w for w in word_set(text) - STOPWORDS if len(w) > 2 and not w.isdigit())
 
 
 @functools.lru_cache(maxsize=_CACHED)

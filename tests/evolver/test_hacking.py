@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from harnessrl_jax.evolver.attributor import AttributorConfig
 from harnessrl_jax.evolver.hacking import (JUDGE_DIRECTED, SURFACE_PATTERNS, _lowercase_letters, _required, _share,
-                                           judge_directed, surface_phrases)
+                                           judge_directed, quality_proxy, surface_phrases)
+from harnessrl_jax.evolver.text import content_words, degenerate
 
 PATTERNS = [*JUDGE_DIRECTED, *(p for ps in SURFACE_PATTERNS.values() for p in ps)]
 
@@ -83,3 +85,19 @@ def test_share_is_the_float_np_mean_gives():
         for k in range(n + 1):
             found = [None] * (n - k) + ["x"] * k
             assert _share(found, range(n)) == float(np.mean([f is not None for f in found]))
+
+
+def test_quality_proxy_is_the_share_of_the_positives_content_words_the_response_has():
+    """Against the definition on content words of both texts: catches the response's stopwords, short words or
+    numbers counted as covering the positive's vocabulary."""
+    rng = np.random.default_rng(0)
+    vocab = ["the", "and", "of", "to", "it", "ox", "42", "2024", "water", "fluid", "rest", "honey", "fever", "Rest",
+             "cold_water", "x1", "water.", "(honey)"]
+    config = AttributorConfig(min_words=3)
+    for _ in range(500):
+        positive, response = (" ".join(rng.choice(vocab, int(rng.integers(0, 12)))) for _ in range(2))
+        ref = content_words(positive)
+        sound = degenerate(response, 3, config.repeat_run, config.distinct_ratio) is None
+        want = float(sound) if not positive else (
+            0.5 * float(sound) + 0.5 * (len(ref & content_words(response)) / len(ref) if ref else 0.0))
+        assert quality_proxy(response, [positive], config) == want, (positive, response)
