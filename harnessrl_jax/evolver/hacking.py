@@ -127,8 +127,8 @@ class _Matcher:
     of each of its required sets (`_required`); `in` scans a text ~30x faster than a pattern that is tried at every
     word. The lowercased text is searched with the patterns' letters lowercased by the `regex` engine (~2.5x faster
     than `re` with re.I, launch/bench_scale.py) unless the text holds a character that this would treat differently
-    (`_regex_like_re`); then `re` searches the text with re.I, every pattern where one of those characters is a
-    letter that re.I matches with a different ASCII letter than its lowercase."""
+    (`_regex_like_re`); then `re` searches the text with re.I, for every pattern where the text holds U+0130, U+0131
+    or U+017F (re.I matches them with 'i' or 's', which they do not lowercase to)."""
 
     def __init__(self, patterns: Sequence[str]):
         lowered = [_lowercase_letters(p) for p in patterns]
@@ -286,6 +286,7 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
                 break
         first += len(patterns)
     return out
+
 
 def _share(found: Sequence[Any], idx: Sequence[int]) -> float:
     """The share of the responses `idx` where something was found (not None): a count over a length, the float
