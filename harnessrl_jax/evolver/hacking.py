@@ -13,8 +13,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from re import _constants as _sre
-from re._parser import parse as _sre_parse
 from typing import Any, Sequence
 
 import numpy as np
@@ -26,6 +24,13 @@ from harnessrl_jax.evolver.text import (_CACHED, content_words, cut, degenerate,
 from harnessrl_jax.rubric import reward as reward_lib
 from harnessrl_jax.rubric.judges.llm import render_conversation, render_criterion
 from harnessrl_jax.rubric.judges.parse import json_objects, word_verdict
+
+try:  # the parser of `re`'s patterns, where `_required` reads what a match needs; renamed in Python 3.11
+    from re import _constants as _sre
+    from re._parser import parse as _sre_parse
+except ImportError:
+    import sre_constants as _sre
+    from sre_parse import parse as _sre_parse
 from harnessrl_jax.rubric.reward import satisfied
 
 # Wording that a generic response meets whatever the task: disclaimers, referrals, politeness, tone and format.
