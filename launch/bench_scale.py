@@ -139,6 +139,9 @@ class NullTrainer:
     def step(self, state, batch, ref_params, **kw):
         return state, {}
 
+    def policy_params(self, state):
+        return state.params
+
 
 # ---------------------------------------------------------------------------------------------------- timing
 

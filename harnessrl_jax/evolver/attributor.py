@@ -168,9 +168,14 @@ def history_rows(history: Sequence[Any], criterion_id: str, text: str
     return out
 
 
-def _rate(sat: np.ndarray) -> float:
-    v = sat[~np.isnan(sat)]
-    return float(v.mean()) if v.size else math.nan
+def _rate(row, points: float) -> float:
+    """The mean of `satisfied(row, points)` over the judged responses (NaN when none was judged), in plain Python:
+    it is asked of every criterion of every earlier draw of the task, and for verdicts of 0 and 1 the sum is exact,
+    so the float is numpy's."""
+    judged = [v for v in np.asarray(row, np.float64).tolist() if v == v]
+    if not judged:
+        return math.nan
+    return sum(judged if points > 0 else [1.0 - v for v in judged]) / len(judged)
 
 
 # ---------------------------------------------------------------------------------------------------- attribute
@@ -199,9 +204,9 @@ def attribute(task, criteria: Sequence[Any], S, responses: Sequence[str], *, his
     for k, c in enumerate(criteria):
         sat = satisfied(S[k], c.points)
         valid = ~np.isnan(sat)
-        rate = _rate(sat)
+        rate = _rate(S[k], c.points)
         past = history_rows(history, c.id, c.text)
-        past_rates = tuple(_rate(satisfied(row, c.points)) for _, _, row, _ in past)
+        past_rates = tuple(_rate(row, c.points) for _, _, row, _ in past)
         ev = Evidence(pass_rate=rate, history_pass_rates=past_rates,
                       satisfying=tuple(int(j) for j in np.flatnonzero(valid & (sat == 1))),
                       failing=tuple(int(j) for j in np.flatnonzero(valid & (sat == 0))))

@@ -20,10 +20,17 @@ import regex
 
 from harnessrl_jax.evolver import templates
 from harnessrl_jax.evolver.text import (_CACHED, content_words, cut, degenerate, length_auc, readable_pattern,
-                                        rule_keywords, schema_of, search, shared_sentences, word_count)
+                                        rule_keywords, schema_of, search, shared_sentences, word_count, word_set)
 from harnessrl_jax.rubric import reward as reward_lib
 from harnessrl_jax.rubric.judges.llm import render_conversation, render_criterion
 from harnessrl_jax.rubric.judges.parse import json_objects, word_verdict
+
+try:  # the parser of `re`'s patterns, where `_required` reads what a match needs; renamed in Python 3.11
+    from re import _constants as _sre
+    from re._parser import parse as _sre_parse
+except ImportError:
+    import sre_constants as _sre
+    from sre_parse import parse as _sre_parse
 from harnessrl_jax.rubric.reward import satisfied
 
 # Wording that a generic response meets whatever the task: disclaimers, referrals, politeness, tone and format.
@@ -77,30 +84,83 @@ def _lowercase_letters(pattern: str) -> str:
     return re.sub(r"\\.|[^\\]+", lambda m: m.group(0) if m.group(0)[0] == "\\" else m.group(0).lower(), pattern)
 
 
-class _Matcher:
-    """Case-insensitive search of fixed patterns. The lowercased text is searched with the patterns' letters
-    lowercased: the `regex` engine does that ~2.5x faster than `re` with re.I on paper-length responses
-    (launch/bench_scale.py). Lowercasing gives the matches re.I gives except for three letters (re.I matches
-    U+0130 and U+0131 with 'i', U+017F with 's'; U+0130 also lowercases to two characters): a text with one of them
-    is searched as it is, with re.I."""
+def _required(items) -> list[frozenset[str]]:
+    """Sets of strings of which every match of a parsed pattern (`re._parser.parse`) contains a member, each set:
+    its runs of literal characters, and of an alternation the union of one set per branch (none when a branch has
+    none); optional parts and character classes add nothing."""
+    out, run = [], []
+    for op, av in [*items, (None, None)]:
+        if op is _sre.LITERAL:
+            run.append(chr(av))
+            continue
+        if run:
+            out.append(frozenset(["".join(run)]))
+            run = []
+        if op is _sre.SUBPATTERN and not av[1] & re.I:  # (?i:...) matches its literals in either case
+            out += _required(av[3])
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT) and av[0] >= 1:
+            out += _required(av[2])
+        elif op is _sre.BRANCH:
+            branches = [_required(b) for b in av[1]]
+            if all(branches):
+                out.append(frozenset().union(*(max(b, key=_shortest) for b in branches)))
+    return out
 
-    _UNLIKE_RE_I = ("\u0130", "\u0131", "\u017f")
+
+def _shortest(strings: frozenset[str]) -> int:
+    return min(map(len, strings))
+
+
+# The characters outside ASCII and \x1c-\x1f: only among them can the fast search (`_Matcher`) differ from re.I.
+_UNUSUAL = re.compile(r"[^\x00-\x1b\x20-\x7f]")
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _regex_like_re(c: str) -> bool:
+    """Whether `regex` on c lowercased classes it as `re` with re.I classes c: the same lowercase length, \\s and
+    \\w (re.I matches U+0130 and U+0131 with 'i' and U+017F with 's', which lowercasing does not; \\x1c-\\x1f are
+    spaces to re only, superscript digits and combining marks word characters to re only)."""
+    low = c.lower()
+    return c not in "\u0130\u0131\u017f" and len(low) == 1 and all(
+        bool(re.match(p, c)) == bool(regex.match(p, low)) for p in (r"\s", r"\w"))
+
+
+class _Matcher:
+    """Case-insensitive search of fixed patterns, as re.search(pattern, text, re.I) finds them.
+
+    Most patterns cannot match most responses: a pattern is searched only where the lowercased text holds a member
+    of each of its required sets (`_required`); `in` scans a text ~30x faster than a pattern that is tried at every
+    word. The lowercased text is searched with the patterns' letters lowercased by the `regex` engine (~2.5x faster
+    than `re` with re.I, launch/bench_scale.py) unless the text holds a character that this would treat differently
+    (`_regex_like_re`); then `re` searches the text with re.I, for every pattern where the text holds U+0130, U+0131
+    or U+017F (re.I matches them with 'i' or 's', which they do not lowercase to)."""
 
     def __init__(self, patterns: Sequence[str]):
-        self.lowered = [regex.compile(_lowercase_letters(p)) for p in patterns]
+        lowered = [_lowercase_letters(p) for p in patterns]
+        self.lowered = [regex.compile(p) for p in lowered]
         self.exact = [re.compile(p, re.I) for p in patterns]
+        parsed = [_sre_parse(p) for p in lowered]
+        self.required = [() if t.state.flags & re.I else sorted(_required(t), key=_shortest, reverse=True)
+                         for t in parsed]
+        self.first = frozenset().union(*(r[0] for r in self.required if r))
 
     def search(self, text: str):
         """Yields each pattern's first match in `text` as it appears there (None where none), in their order."""
-        if any(c in text for c in self._UNLIKE_RE_I):
-            for c in self.exact:
-                m = c.search(text)
+        low = text.lower()  # as long as `text` where it is searched: positions map back
+        unusual = [c for c in "\x1c\x1d\x1e\x1f" if c in text] if text.isascii() else set(_UNUSUAL.findall(text))
+        fast = all(map(_regex_like_re, unusual))
+        filtered = fast or not any(c in text for c in "\u0130\u0131\u017f")
+        present = frozenset(s for s in self.first if s in low) if filtered else self.first
+        for lowered, exact, required in zip(self.lowered, self.exact, self.required):
+            if filtered and required and (present.isdisjoint(required[0])
+                                          or not all(any(s in low for s in r) for r in required[1:])):
+                yield None
+            elif fast:
+                m = lowered.search(low)
+                yield None if m is None else text[m.start():m.end()]
+            else:
+                m = exact.search(text)
                 yield None if m is None else m.group(0)
-            return
-        low = text.lower()  # as long as `text`: positions map back
-        for c in self.lowered:
-            m = c.search(low)
-            yield None if m is None else text[m.start():m.end()]
 
 
 _JUDGE_DIRECTED = _Matcher(JUDGE_DIRECTED)
@@ -169,8 +229,7 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
     n = np.array([word_count(r) for r in responses], float)
 
     why = [degenerate(r, config.min_words, config.repeat_run, config.distinct_ratio) for r in responses]
-    da = float(np.mean([why[j] is not None for j in A]))
-    db = float(np.mean([why[j] is not None for j in B]))
+    da, db = _share(why, A), _share(why, B)
 
     # length gaming: the two sides separate by length, and real positives do not share the satisfying length.
     # With no positive to compare with, a failing side of degenerate answers explains the gap by itself.
@@ -214,8 +273,7 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
     # judge-directed text credited: a satisfying response that writes to the judge (more of them than on the
     # failing side). However few, they show the judge can be talked into the verdict.
     directed = [judge_directed(r) for r in responses]
-    sa = float(np.mean([directed[j] is not None for j in A]))
-    sb = float(np.mean([directed[j] is not None for j in B]))
+    sa, sb = _share(directed, A), _share(directed, B)
     if sa > config.judge_directed_share and sa > sb:
         phrase = next(directed[j] for j in A if directed[j] is not None)
         out["judge_directed"] = {"phrase": phrase, "share_satisfying": sa, "share_failing": sb,
@@ -226,14 +284,20 @@ def hacking_signals(k: int, criteria: Sequence[Any], S: np.ndarray, responses: S
     for name, patterns in SURFACE_PATTERNS.items():
         for i in range(first, first + len(patterns)):
             hits = [f[i] for f in found]
-            sa = float(np.mean([hits[j] is not None for j in A]))
-            sb = float(np.mean([hits[j] is not None for j in B]))
+            sa, sb = _share(hits, A), _share(hits, B)
             if sa >= config.surface_share and sb <= sa / 2:
                 phrase = next(hits[j] for j in A if hits[j] is not None)
                 out[name] = {"phrase": phrase, "share_satisfying": sa, "share_failing": sb}
                 break
         first += len(patterns)
     return out
+
+
+def _share(found: Sequence[Any], idx: Sequence[int]) -> float:
+    """The share of the responses `idx` where something was found (not None): a count over a length, the float
+    np.mean gives, without building an array for a handful of responses."""
+    return sum(found[j] is not None for j in idx) / len(idx)
+
 
 def quality_proxy(response: str, positives: Sequence[str], config) -> float:
     """An oracle-free quality score in [0, 1]: not degenerate, and (when there is a positive) how much of the first
@@ -243,7 +307,7 @@ def quality_proxy(response: str, positives: Sequence[str], config) -> float:
     if not target:
         return float(sound)
     ref = content_words(target)
-    recall = len(ref & content_words(response)) / len(ref) if ref else 0.0
+    recall = len(ref & word_set(response)) / len(ref) if ref else 0.0
     return 0.5 * float(sound) + 0.5 * recall
 
 def generic_evidence(criterion, responses: Sequence[str], share: float) -> str | None:

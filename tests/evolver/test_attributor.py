@@ -4,6 +4,7 @@ stuffing, compliance claims, isolation, the LLM check) and the wording check."""
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -13,7 +14,8 @@ from harnessrl_jax.words import Label
 from harnessrl_jax.evolver import (AttributorConfig, Evolver, Group,
                                    LLMHackingCheck, attribute, wording_check)
 from harnessrl_jax.harness import HarnessState
-from harnessrl_jax.rubric.reward import discriminative_mass
+from harnessrl_jax.evolver.attributor import _rate
+from harnessrl_jax.rubric.reward import discriminative_mass, satisfied
 
 COLD = [kw("cold/c0", "Recommends rest.", 3, r"\brest"), kw("cold/c1", "Recommends drinking fluids.", 3, "(fluid|water)"),
         kw("cold/c2", "Mentions honey.", 2, "honey"), words_under("cold/c3", 60)]
@@ -383,3 +385,16 @@ def test_shapes_are_checked():
     task, crits, S = setup()
     with pytest.raises(ValueError, match="S is"):
         attribute(task, crits, S[:2], PLAIN)
+
+
+def test_pass_rate_is_the_mean_of_the_satisfied_verdicts():
+    """Against numpy's mean of reward.satisfied over the judged cells: catches a pitfall not turned over, NaN cells
+    counted, or a share rounded otherwise than the mean (the labels compare it with 0 and 1)."""
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        row = rng.integers(0, 2, int(rng.integers(1, 17))).astype(float)
+        row[rng.random(row.size) < 0.2] = np.nan
+        points = float(rng.choice([-3.0, 0.0, 2.0]))
+        sat = satisfied(row, points)
+        want = float(sat[~np.isnan(sat)].mean()) if (~np.isnan(sat)).any() else math.nan
+        assert _rate(row, points) == want or (math.isnan(want) and math.isnan(_rate(row, points))), (row, points)

@@ -1,5 +1,6 @@
 """The record store: round trip, atomic steps (also under SIGKILL), the time index, reversals, resume positions."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from harnessrl_jax.memory import ActionRecord, DrawRecord, Memory, RecordStore, harness_changes, undoes
+from harnessrl_jax.words import Label
 
 NAN = float("nan")
 
@@ -250,6 +252,35 @@ def test_harness_changes_flattens_nested_slices():
     assert harness_changes(before, before) == {}
 
 
+def _changes_as_stored(before, after, prefix=""):
+    """harness_changes by its definition: each leaf that is not a scalar compared after a JSON round trip."""
+    out = {}
+    for key in sorted(set(before) | set(after), key=str):
+        b, a = before.get(key), after.get(key)
+        if isinstance(b, dict) and isinstance(a, dict):
+            out.update(_changes_as_stored(b, a, f"{prefix}{key}."))
+        elif type(b) in (str, int, float, bool, type(None)) and type(a) in (str, int, float, bool, type(None)):
+            if b != a:
+                out[f"{prefix}{key}"] = [b, a]
+        elif json.loads(json.dumps(b, default=list)) != json.loads(json.dumps(a, default=list)):
+            out[f"{prefix}{key}"] = [json.loads(json.dumps(b, default=list)), json.loads(json.dumps(a, default=list))]
+    return out
+
+
+def test_harness_changes_compare_leaves_as_they_are_stored():
+    """Against a JSON round trip of every non-scalar leaf: catches lists of strings (tags) compared otherwise than
+    as stored (a tuple against the same list, a string enum against its value) or stored as tuples."""
+    rng = np.random.default_rng(0)
+    values = [None, "a", 1, 2.0, ["x", "y"], ("x", "y"), ["y", "x"], [], (), [Label.BLIND], ["blind"], ("blind",),
+              [1, "x"], {"k": ["x"]}, {"k": ("x",)}, np.float64(2.0), ["x", None]]
+    for _ in range(3000):
+        before = {f"f{i}": values[rng.integers(len(values))] for i in range(3)}
+        after = {f"f{i}": values[rng.integers(len(values))] for i in range(3)}
+        got = harness_changes(before, after)
+        assert got == _changes_as_stored(before, after), (before, after)
+        assert all(type(x) is not tuple for pair in got.values() for x in pair), got
+
+
 def test_reversals_count_undos_within_two_draws_of_the_task(store):
     down = _act("accepted", "level", 0, 1, "downweight")
     restore = _act("accepted", "level", 1, 0, "restore")
@@ -394,3 +425,20 @@ def test_the_time_index_reads_a_draws_responses_only_when_one_is_used(store):
         store.examples(row)  # takes a response: only now is the column read
     with pytest.raises(zlib.error):
         r.responses[0]
+
+
+def test_examples_are_the_newest_by_step_after_a_truncation_and_resume(store):
+    """Against the draws' (step, id) order: catches examples read in an order that is not newest first once a
+    resume has truncated steps and appended new ones (ids reused or out of step order)."""
+    for step in range(1, 6):
+        store.append_step(step, [record(step, "a", [[1, 0]]), record(step, "b", [[0, 1]])])
+    store.truncate_after(3)
+    for step in range(4, 7):
+        store.append_step(step, [record(step, "b", [[1, 1]]), record(step, "a", [[0, 1]])])
+    row = next(r for r, t, _, _ in store.criterion_rows() if t == "a")
+    draws = sorted((d.step, d.draw_id, d.scores[0]) for d in store.history("a"))[::-1]
+    want_met = [(d, s, j) for s, d, sc in draws for j in range(2) if sc[j] == 1][:2]
+    want_missed = [(d, s, j) for s, d, sc in draws for j in range(2) if sc[j] == 0][:2]
+    met, missed = store.examples(row)
+    assert [e[:3] for e in met] == want_met and [e[:3] for e in missed] == want_missed
+    assert all(e[3] == store.record(e[0]).responses[e[2]] for e in met + missed)
