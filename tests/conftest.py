@@ -40,13 +40,9 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", cli.compilation_cache_dir())
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
-import dataclasses  # noqa: E402
 import importlib.util  # noqa: E402
 import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
 
-import httpx  # noqa: E402
 import pytest  # noqa: E402
 
 
@@ -173,67 +169,20 @@ SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette
 STARTUP_TIMEOUT_S = 120.0
 
 
-@dataclasses.dataclass(frozen=True)
-class LlamaServer:
-    base_url: str  # with the /v1 prefix, as OpenAIJudge takes it
-    model: str
-    pid: int
-
-
-def _free_port() -> int:
-    """A free loopback port that no outgoing connection can take while a server starts (cpu_server.free_port)."""
-    sys.path.insert(0, REPO)
-    from third_party.sglang import cpu_server
-
-    return cpu_server.free_port()
-
-
-def _tail(path: str, n: int = 3000) -> str:
-    with open(path, errors="replace") as f:
-        return f.read()[-n:]
-
-
 @pytest.fixture(scope="session")
 def llama_server(smollm2_path):
+    """local_server.llama_server on the SmolLM2 GGUF: (base_url, model) once /v1/models answers."""
     missing = [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
     if missing:
         pytest.fail(f"llama.cpp's OpenAI-compatible server is not installed (missing {', '.join(missing)}): "
                     f"pip install 'llama-cpp-python[server]' (it is in setup.py's dev extra)", pytrace=False)
-    port = _free_port()
-    log = tempfile.NamedTemporaryFile("w+", prefix="llama_server_", suffix=".log", delete=False)
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", smollm2_path, "--model_alias", "smollm2",
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
-           "--n_threads", str(min(4, os.cpu_count() or 1)), "--verbose", "False"]
-    # llama.cpp's OpenMP threads sleep when idle instead of spinning: they share the 2 cores with the other pytest
-    # worker, and spinning made the server's calls ~1.4x slower under that contention.
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
-    base_url = f"http://127.0.0.1:{port}/v1"
+    from harnessrl_jax.rubric.judges.local_server import llama_server
+
     try:
-        t0 = time.monotonic()
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama.cpp server exited with code {proc.returncode} during start-up:\n"
-                            f"{_tail(log.name)}", pytrace=False)
-            try:
-                if httpx.get(f"{base_url}/models", timeout=2.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() - t0 > STARTUP_TIMEOUT_S:
-                pytest.fail(f"llama.cpp server not ready after {STARTUP_TIMEOUT_S:g}s:\n{_tail(log.name)}",
-                            pytrace=False)
-            time.sleep(0.25)
-        yield LlamaServer(base_url, "smollm2", proc.pid)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-        os.unlink(log.name)
+        with llama_server(smollm2_path, alias="smollm2", startup_s=STARTUP_TIMEOUT_S) as server:
+            yield server
+    except RuntimeError as e:  # it did not start; the message ends with the server's log
+        pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -6,11 +6,12 @@ Run as a script, this file is one of the two worker processes.
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import numpy as np
+
+from harnessrl_jax.rubric.judges.local_server import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -54,12 +55,6 @@ def worker(process_id: int, port: int, out: str) -> None:
         with open(out + ".json", "w") as f:
             json.dump(metrics, f)
     jax.distributed.shutdown()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
 
 
 def test_two_processes_reproduce_the_single_process_step(tmp_path):

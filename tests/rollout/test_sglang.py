@@ -4,7 +4,6 @@ requests the engine sends, injected faults, a deterministic server, old checkpoi
 processes. The in-process JaxEngine on the same weights is the reference for every rollout."""
 
 import os
-import socket
 import subprocess
 import sys
 
@@ -15,6 +14,7 @@ import pytest
 from harnessrl_jax.models import init_params, preset_config
 from harnessrl_jax.rollout import JaxEngine, SGLangEngine, SGLangError
 from harnessrl_jax.rollout.server import NativeServer
+from harnessrl_jax.rubric.judges.local_server import free_port
 
 VOCAB, STOP = 256, 255
 CONFIG = preset_config("qwen3.5-tiny").replace(vocab_size=VOCAB, chunk_size=16, max_position_embeddings=64)
@@ -145,12 +145,6 @@ def test_transient_failures_are_retried_on_another_server(policy, servers):
     client.close()
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def multihost_worker(process_id: int, port: int, url: str, weights_dir: str, out: str) -> None:
     """One of two processes of a jax.distributed run: both export their share of the sharded params, process 0
     moves the server, both get process 0's rollouts."""
@@ -176,7 +170,7 @@ def test_two_processes_share_the_export_and_get_the_same_rollouts(policy, tmp_pa
     with NativeServer(_engine(policy)) as server:
         env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1", "JAX_PLATFORMS": "cpu",
                "PYTHONPATH": ROOT}  # this checkout's package, whatever is installed
-        port, out = _free_port(), str(tmp_path / "tokens")
+        port, out = free_port(), str(tmp_path / "tokens")
         procs = [subprocess.Popen([sys.executable, __file__, str(i), str(port), server.url, str(tmp_path / "w"), out],
                                   cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                  for i in range(2)]

@@ -23,6 +23,7 @@ from harnessrl_jax.models import forward, init_params, load_pretrained
 from harnessrl_jax.models.export import export_hf
 from harnessrl_jax.rollout import SGLangEngine, SGLangError
 from harnessrl_jax.rubric.judges import OK, OpenAIJudge, SGLangJudge
+from harnessrl_jax.rubric.judges.local_server import free_port
 from harnessrl_jax.rubric.schema import Criterion, Task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -242,7 +243,7 @@ def serve_py(sglang_server, tmp_path_factory):
     """launch/serve.py (the JAX engine behind SGLang's native API) serving the same directory, with the real
     server's context length, padding every call to 4 rows (one compile for every request below); its URL."""
     model_dir = sglang_server.model_dir
-    port = cpu_server.free_port()
+    port = free_port()
     log = open(tmp_path_factory.mktemp("serve_py") / "serve.log", "w+")
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "launch", "serve.py"), f"--model={model_dir}",
                              f"--port={port}", "--context_length=2048", "--prompt_bucket=16", "--min_batch=4"],

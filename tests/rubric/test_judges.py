@@ -892,3 +892,22 @@ def test_llama_server_judge_routed_with_rules(llama_server):
     assert m.judges == ("rule", "openai-chat:smollm2", "rule")
     assert m.verdicts[0].tolist() == [1, 0] and m.verdicts[2].tolist() == [1, 1]
     assert m.status[1].tolist() == [OK, OK]
+
+
+def test_free_port_is_bindable_and_below_the_ephemeral_range(monkeypatch):
+    """A server's port from `free_port` is out of the range outgoing connections take their local ends from (a port
+    from bind(0) was taken that way while SGLang started), and free; with no room below the range, any free port."""
+    import builtins
+
+    from harnessrl_jax.rubric.judges import local_server
+
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    for _ in range(20):
+        port = local_server.free_port()
+        assert (1024 <= port < low if low > 2048 else port > 0), (port, low)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: __import__("io").StringIO("1024 65535")
+                        if path == "/proc/sys/net/ipv4/ip_local_port_range" else real_open(path, *a, **k))
+    assert local_server.free_port() >= 1024

@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -101,30 +99,6 @@ class Server:
         return self
 
 
-def free_port() -> int:
-    """A free loopback port below the kernel's ephemeral range. The server binds its port only after tens of seconds
-    of start-up; a port from that range (what binding port 0 gives) can meanwhile be taken as the local end of any
-    outgoing connection on the machine, the server's own start-up's included ('address already in use')."""
-    low = 32768  # Linux's default lower bound
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    if low <= 2048:  # no room below the range: take any free port
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-    rng = random.SystemRandom()
-    for _ in range(1000):
-        port = rng.randrange(max(1024, low // 2), low)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError(f"no free loopback port below the ephemeral range (from {low})")
-
-
 def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url + "/health", timeout=5) as r:
@@ -157,7 +131,10 @@ def running(model_path: str, log_path: str, *, port: int | None = None, startup_
             wait: bool = True, **kwargs) -> Iterator[Server]:
     """A server started on `model_path` (see `start`, `command` for kwargs) until the block exits, its output in
     `log_path`; healthy on entry unless `wait` is False (then call `Server.wait()` before using it)."""
-    port = port or free_port()
+    if not port:
+        from harnessrl_jax.rubric.judges.local_server import free_port  # the caller's environment, not the server's
+
+        port = free_port()
     with open(log_path, "w") as log:
         proc = start(model_path, port, log=log, **kwargs)
         try:
