@@ -1,7 +1,6 @@
 """The hacking signals' text searches, against Python's re with re.I (the patterns' meaning)."""
 
 import re
-from re._parser import parse
 
 import hypothesis.strategies as st
 import numpy as np
@@ -11,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from harnessrl_jax.evolver.attributor import AttributorConfig
 from harnessrl_jax.evolver.hacking import (JUDGE_DIRECTED, SURFACE_PATTERNS, _lowercase_letters, _required, _share,
                                            judge_directed, quality_proxy, surface_phrases)
+from harnessrl_jax.evolver.hacking import _sre_parse as parse  # re's pattern parser under this Python's name
 from harnessrl_jax.evolver.text import content_words, degenerate
 
 PATTERNS = [*JUDGE_DIRECTED, *(p for ps in SURFACE_PATTERNS.values() for p in ps)]
