@@ -7,10 +7,12 @@ resampling, evaluation and the cold start all sample through `sample_groups`, so
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import dataclasses
 import functools
+import gc
 import time
 from typing import Any, Sequence
 
@@ -278,6 +280,32 @@ def release_free_heap() -> None:
         trim(0)
 
 
+@contextlib.contextmanager
+def collection_after(timings: dict[str, float], key: str = "time/gc"):
+    """Python's automatic garbage collection paused for the block, then one collection of the young generations
+    (what the block allocated and still holds), its seconds in `timings[key]`.
+
+    A step allocates hundreds of thousands of objects that live until its end (decoded records, contexts, the
+    evolver's log). Each time enough of them survive, the automatic collector scans the whole heap again (the
+    harness, the tasks, the tokenizer): several times a step at the paper's scale, ~2 s of a step at 256,000 draws
+    (launch/bench_scale.py). Collecting the young generations at the end frees the step's cycles; the full
+    collections are left to the automatic collector between steps, as Python's own rule schedules them (after a
+    quarter of the long-lived objects is new). Where the caller has the collector off already, the block runs as
+    it is and nothing is collected.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        start = time.perf_counter()
+        gc.collect(1)
+        gc.enable()
+        timings[key] = time.perf_counter() - start
+
+
 def train_on_batch(run: Run, state: TrainState, batch, *, return_sketch: bool = False):
     """Run the sharded step on a packed batch (rl.batch.TrainBatch; see train_on_rollouts for mini-batches and
     the sketch). The C heap's free pages go back to the system first (`release_free_heap`): the step's
@@ -327,6 +355,6 @@ def step_seed(state: TrainState, step: int) -> int:
     return int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
 
 
-__all__ = ["GroupBatch", "Run", "TaskPrompts", "bare_context", "compute_advantages", "critic_hooks",
+__all__ = ["GroupBatch", "Run", "TaskPrompts", "bare_context", "collection_after", "compute_advantages", "critic_hooks",
            "engine_params", "oracle_metrics", "push_weights", "release_free_heap", "render_prompts",
            "sample_groups", "score_responses", "step_seed", "train_on_batch", "train_on_rollouts"]

@@ -40,7 +40,8 @@ from harnessrl_jax.methods import Method
 from harnessrl_jax.methods.parts import MethodParts, PartsContext
 from harnessrl_jax.rl.step import TrainState
 from harnessrl_jax.settings import section
-from harnessrl_jax.stages import GroupBatch, Run, critic_hooks, oracle_metrics, push_weights, step_seed
+from harnessrl_jax.stages import (GroupBatch, Run, collection_after, critic_hooks, oracle_metrics, push_weights,
+                                  step_seed)
 from harnessrl_jax.words import INTERFACES, LABELS, Verdict
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,15 @@ class Stepper:
     # --------------------------------------------------------------------------------------------- the step
 
     def step(self, state: TrainState, step: int):
-        """One step: (new train state, metrics, harness.jsonl lines). `state` is donated."""
+        """One step: (new train state, metrics, harness.jsonl lines). `state` is donated. The garbage collector
+        runs once, at its end (`time/gc`), not whenever the step's allocations would trigger a scan of the whole
+        heap (stages.collection_after)."""
+        collected: dict[str, float] = {}
+        with collection_after(collected):
+            state, metrics, records = self._step(state, step)
+        return state, {**metrics, **collected}, records
+
+    def _step(self, state: TrainState, step: int):
         run, cfg, method, H = self.run, self.run.config, self.method, self.harness
         sampler, scheme = self.parts.sampler, self.parts.scheme
         timings: dict[str, float] = {}

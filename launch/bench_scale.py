@@ -9,7 +9,9 @@ on stand-ins for what is not the host's: an engine that returns synthetic respon
 (1,500 words is about the paper's 2,048-token cap), a judge that returns synthetic verdicts (the judge client's own
 time is launch/bench_judge.py's) and a train step that does nothing (packing the batch still runs). Their time is
 measured and left out of the host side. Each stage's time is exclusive (what it does itself, not the stages it
-calls). The harness is the seed harness at every memory size, so only the memory grows.
+calls). The step's garbage collection (stages.collection_after) is a row of its own; one full collection after the
+step, which Python's automatic collector runs between steps every few steps, is printed for reference. The harness
+is the seed harness at every memory size, so only the memory grows.
 
 The memory is built by `Memory.append_step` (one transaction per step) from synthetic draws: latent per-criterion
 pass rates (some blind, some saturated), recorded labels and one action record per interface. Criterion texts are
@@ -24,6 +26,7 @@ Keep other work off the machine: the load average is printed with the tables.
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import json
 import os
 import shutil
@@ -354,9 +357,15 @@ def main(argv):
             start = time.perf_counter()
             _, metrics, _ = st.step(state, size // per_step)
             total = time.perf_counter() - start
+            # the step's collection of its young objects, at its end (stages.collection_after): its own row; and
+            # a full one, which the automatic collector runs between steps every few steps, for reference
+            stages.seconds["rest of the step"] -= metrics["time/gc"]
+            stages.seconds["garbage collection (young, end of step)"] = metrics["time/gc"]
+            start = time.perf_counter()
+            gc.collect()
             runs.append({"total": total, "seconds": dict(stages.seconds), "calls": dict(stages.calls),
                          "texts": stages.texts, "donors": stages.donors / max(stages.queries, 1),
-                         "peak_gib": _vm("VmHWM")})
+                         "peak_gib": _vm("VmHWM"), "full_gc": time.perf_counter() - start})
             st.close()
             logging.info("memory %d draws, repeat %d: step %.1f s", size, r + 1, total)
         results[size] = {"runs": runs, "store_bytes": store_bytes}
@@ -500,6 +509,8 @@ def _report(results, sizes, real_rate, load0):
         rows.append((f"{n}: calls", lambda s, n=n: f"{med(s, lambda r: len(r['calls'].get(n, []))):21,.0f}"))
         rows.append((f"{n}: p50 / p95 ms", lambda s, n=n: "{:>21}".format(_pcts(results[s]["runs"], n))))
     rows.append(("donors per semantic query (mean)", lambda s: f"{med(s, lambda r: r['donors']):21.2f}"))
+    rows.append(("a full garbage collection after the step, s", lambda s: "{:>21}".format(
+        "-" if "full_gc" not in results[s]["runs"][0] else f"{med(s, lambda r: r['full_gc']):.2f}")))
     rows.append(("load average at the run's start / end", lambda s: "{:>21}".format(
         "{:.1f} / {:.1f}".format(*results[s].get("load", [load0[0], load1[0]])))))
     for label, f in rows:

@@ -4,9 +4,11 @@ proposes, `loss_context` changes the loss inputs, `advantages_rubric` the advant
 batch weights, and mini-batches update twice from the first policy's logprobs."""
 
 import dataclasses
+import gc
 import os
 import subprocess
 import sys
+import weakref
 
 import jax
 import numpy as np
@@ -228,9 +230,43 @@ def test_release_free_heap_gives_freed_heap_pages_back_to_the_system():
     assert before - after > 200, (before, after)
 
 
+class _Cycle:
+    def __init__(self):
+        self.me = self
+
+
+def test_collection_after_pauses_the_collector_and_collects_once_at_the_end():
+    assert gc.isenabled()
+    timings = {}
+    with stages.collection_after(timings):
+        assert not gc.isenabled()
+        cycle = _Cycle()
+        alive = weakref.ref(cycle)
+        del cycle
+        assert alive() is not None  # nothing frees a cycle inside the block
+    assert alive() is None and gc.isenabled() and timings["time/gc"] >= 0.0
+    # a caller that turned the collector off keeps it off, and nothing is collected or timed
+    gc.disable()
+    try:
+        timings = {}
+        with stages.collection_after(timings):
+            cycle = _Cycle()
+            alive = weakref.ref(cycle)
+            del cycle
+        assert alive() is not None and not gc.isenabled() and timings == {}
+    finally:
+        gc.enable()
+    # an error inside still collects and turns the collector back on
+    with pytest.raises(KeyError):
+        with stages.collection_after(timings):
+            raise KeyError("x")
+    assert gc.isenabled() and "time/gc" in timings
+
+
 def test_step_1_embeds_the_seed_criteria_before_the_evolver_reads_the_memory(tiny_setup, tmp_path, monkeypatch):
     """The seeds Stepper.start wrote without vectors are embedded before the evolver runs, so the wait for the
-    embedding model's background load is counted as the memory's time, not the evolver's."""
+    embedding model's background load is counted as the memory's time, not the evolver's. The step runs with the
+    garbage collector paused (the evolver sees it off) and collects once at its end, timed."""
     run = tiny_setup
     config = TINY()
     config.memory.embedder = "default"  # the bundled MiniLM: a semantic index, which the tiny config leaves out
@@ -241,11 +277,12 @@ def test_step_1_embeds_the_seed_criteria_before_the_evolver_reads_the_memory(tin
     real = s.evolver.step
 
     def spy(*args, **kwargs):
-        owed_at_evolver.append(s.memory.semantic._deferred)
+        owed_at_evolver.append((s.memory.semantic._deferred, gc.isenabled()))
         return real(*args, **kwargs)
     monkeypatch.setattr(s.evolver, "step", spy)
     _, metrics, _ = s.step(build.initial_state(run), 0)
-    assert owed_at_evolver == [False] and metrics["time/memory"] > 0
+    assert owed_at_evolver == [(False, False)] and metrics["time/memory"] > 0
+    assert gc.isenabled() and metrics["time/gc"] > 0
     assert s.memory.semantic.size >= len({c.text for t in run.tasks for c in t.criteria})
     s.close()
 
