@@ -275,6 +275,7 @@ def main(argv):
 
     from experiments import rubric_mix_4b
     from harnessrl_jax import methods, stepper as stepper_lib
+    from harnessrl_jax.harness import render
     from harnessrl_jax.harness import HarnessState
     from harnessrl_jax.memory import Embedder, Memory
     from harnessrl_jax.memory import semantic
@@ -352,6 +353,7 @@ def main(argv):
             st.sampler.draw(H, 0, per_step)  # its first call compiles
             st.memory.store.reversals()  # the run total, kept as the previous step of a run leaves it
             _instrument(st, stages)
+            render._ids.cache_clear()  # no prompt ids from an earlier repeat of the same step (or from start-up)
             stages.reset()
             _reset_peak()
             start = time.perf_counter()

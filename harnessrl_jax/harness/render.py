@@ -15,6 +15,8 @@ prompt evaluation uses, and the context the loss may be computed under instead o
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Sequence
 
 from harnessrl_jax.harness.state import FIELDS, GuidanceState
@@ -45,9 +47,26 @@ def task_fields(guidance: GuidanceState, i: int) -> tuple[tuple[str, str], ...]:
 
 def render_prompt(tokenizer, prompt: Sequence[dict[str, str]], fields: Sequence[tuple[str, str]] = (), *,
                   tokenize: bool = False) -> str | list[int]:
-    """One prompt through the chat template with the generation prompt: text, or ids (no BOS) if `tokenize`."""
+    """One prompt through the chat template with the generation prompt: text, or ids (no BOS) if `tokenize`.
+
+    The ids are remembered for the last few thousand (prompt, fields): a step asks for a guided prompt's ids up to
+    three times (the critic's budget check, then its resample's fit and rendering), ~1 ms each at the paper's
+    prompt lengths (launch/bench_scale.py)."""
+    if tokenize:
+        try:
+            return list(_ids(tokenizer, getattr(tokenizer, "chat_template", None), json.dumps(prompt, sort_keys=True),
+                             tuple((n, t) for n, t in fields)))
+        except TypeError:  # something unhashable or not plain JSON (the tokenizer, a message): rendered afresh
+            pass
     return tokenizer.apply_chat_template(guided_messages(prompt, fields), add_generation_prompt=True,
                                          tokenize=tokenize)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ids(tokenizer, template: str | None, prompt: str, fields: tuple[tuple[str, str], ...]) -> tuple[int, ...]:
+    """The ids of a prompt (as JSON) with its fields, under the tokenizer's current chat template."""
+    return tuple(tokenizer.apply_chat_template(guided_messages(json.loads(prompt), fields),
+                                               add_generation_prompt=True, tokenize=True))
 
 def fit_fields(tokenizer, prompt: Sequence[dict[str, str]], fields: Sequence[tuple[str, str]], limit: int, *,
                min_chars: int = 40) -> tuple[tuple[tuple[str, str], ...] | None, bool]:

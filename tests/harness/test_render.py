@@ -79,6 +79,26 @@ def test_task_fields_follow_the_harness_rows_and_no_fields_is_the_bare_prompt(to
     assert ids == tokenizer.encode(chat) and tokenizer.decode(ids, skip_special_tokens=False) == chat
 
 
+def test_prompt_ids_are_tokenized_once_per_prompt_fields_and_template(tokenizer, monkeypatch):
+    """A guided prompt's ids are remembered (the critic's budget check and its resample ask for the same ones), and
+    never served for other fields, another prompt or a changed chat template."""
+    calls = []
+    real = tokenizer.apply_chat_template
+    monkeypatch.setattr(tokenizer, "apply_chat_template", lambda *a, **k: calls.append(1) or real(*a, **k))
+    fields = (("criterion", "Name the reaction, once per prompt."),)
+    first = hr.render_prompt(tokenizer, TASKS[0].prompt, fields, tokenize=True)
+    first.append(-1)  # the caller's list is its own
+    again = hr.render_prompt(tokenizer, TASKS[0].prompt, list(fields), tokenize=True)
+    assert len(calls) == 1 and again == tokenizer.encode(hr.render_prompt(tokenizer, TASKS[0].prompt, fields))
+    other_fields = hr.render_prompt(tokenizer, TASKS[0].prompt, (("criterion", "Another one."),), tokenize=True)
+    other_prompt = hr.render_prompt(tokenizer, TASKS[1].prompt, fields, tokenize=True)
+    assert len(calls) == 4 and len({tuple(again), tuple(other_fields), tuple(other_prompt)}) == 3
+    template = tokenizer.chat_template
+    monkeypatch.setattr(tokenizer, "chat_template", template.replace("helpful AI assistant", "terse assistant"))
+    changed = hr.render_prompt(tokenizer, TASKS[0].prompt, fields, tokenize=True)
+    assert tokenizer.decode(changed, skip_special_tokens=False).count("terse assistant") == 1
+
+
 def test_fields_that_fit_are_kept_verbatim(tokenizer):
     fields = (("criterion", "Name the reaction."), ("reference", "Periodate oxidation ..."))
     n = len(hr.render_prompt(tokenizer, TASKS[0].prompt, fields, tokenize=True))
