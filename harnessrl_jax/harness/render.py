@@ -50,7 +50,7 @@ def render_prompt(tokenizer, prompt: Sequence[dict[str, str]], fields: Sequence[
     """One prompt through the chat template with the generation prompt: text, or ids (no BOS) if `tokenize`.
 
     The ids are remembered for the last few thousand (prompt, fields): a step asks for a guided prompt's ids up to
-    three times (the critic's budget check, then its resample's fit and rendering), ~1 ms each at the paper's
+    three times (the critic's budget check, then its resample's fit and rendering), ~0.4 ms each at the paper's
     prompt lengths (launch/bench_scale.py)."""
     if tokenize:
         try:
